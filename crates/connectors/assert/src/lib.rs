@@ -1,0 +1,1 @@
+//! Assert sink: checks rows against SeaTunnel's row and field rules

@@ -1,0 +1,1 @@
+//! Console sink (prints rows with their kind) and Blackhole sink (counts and drops)

@@ -1,0 +1,1 @@
+//! FakeSource: generates rows of any schema, deterministically under a seed

@@ -1,0 +1,1 @@
+//! LocalFile source and sink: text, csv, json and parquet, hive-style partitions, transactional commits

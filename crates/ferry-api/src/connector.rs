@@ -1,0 +1,288 @@
+//! The connector API: sources (an enumerator and readers), sinks (writers and a
+//! committer) and transforms, shaped after SeaTunnel's connector API v2.
+//!
+//! # Checkpoints
+//! Every method here runs on one thread at a time and may block, but only briefly
+//! (a reader's [`SourceReader::poll_next`] should return within ~100 ms even when no data
+//! is available), so that checkpoint barriers and cancellation are never held up.
+//!
+//! A checkpoint `N` proceeds so:
+//! 1. the enumerator is snapshotted ([`SplitEnumerator::snapshot`]);
+//! 2. each reader, between two polls, is snapshotted ([`SourceReader::snapshot`]); the
+//!    snapshot covers exactly the rows it has returned so far, and a barrier follows them;
+//! 3. each sink writer, when the barrier reaches it, prepares a commit for `N`
+//!    ([`SinkWriter::prepare_commit`]) and snapshots its state;
+//! 4. once all of that is durably stored, the committer publishes `N`
+//!    ([`SinkCommitter::commit`]), then sources are told `N` completed.
+//!
+//! After a crash the engine restores every part from the latest complete checkpoint and
+//! calls [`SinkCommitter::commit`] again for a checkpoint that was stored but not marked
+//! published: **committers must be idempotent**.
+//!
+//! Split, reader, writer and commit states are JSON values so that the embedded engine's
+//! checkpoint files and Spark's offset logs can hold them as they are.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::data::{ChangeBatch, TableSchema};
+use crate::error::Result;
+use crate::options::{OptionSpec, Options};
+
+/// Whether a job runs to completion or until stopped (`env.job.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobMode {
+    /// Bounded: every source ends.
+    Batch,
+    /// Unbounded: sources run until the job is stopped.
+    Streaming,
+}
+
+/// Facts about the job that every plugin may use.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    /// Batch or streaming.
+    pub mode: JobMode,
+    /// The job's id (stable across restarts of the same job).
+    pub job_id: String,
+    /// The job's name (`env.job.name`).
+    pub job_name: String,
+}
+
+impl Default for JobContext {
+    fn default() -> Self {
+        JobContext { mode: JobMode::Batch, job_id: "local".into(), job_name: "ferry".into() }
+    }
+}
+
+/// Whether a source ends by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boundedness {
+    /// Ends when its data is read.
+    Bounded,
+    /// Runs until the job is stopped.
+    Unbounded,
+}
+
+/// A unit of work a reader owns (a file, a range of generated rows, a partition), with
+/// where reading it has got to. The state is JSON so that checkpoints can hold it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Split {
+    /// Stable identifier, unique within the source.
+    pub id: String,
+    /// Progress and anything else needed to resume reading it.
+    pub state: Value,
+}
+
+/// What a source reader is given to work with.
+#[derive(Debug, Clone)]
+pub struct ReaderContext {
+    /// This reader's index, `0..parallelism`.
+    pub subtask: usize,
+    /// Number of readers of this source.
+    pub parallelism: usize,
+    /// The job.
+    pub job: JobContext,
+}
+
+/// What a split enumerator is given to work with.
+#[derive(Debug, Clone)]
+pub struct EnumeratorContext {
+    /// Number of readers splits can be assigned to.
+    pub parallelism: usize,
+    /// The job.
+    pub job: JobContext,
+}
+
+/// What a sink writer is given to work with.
+#[derive(Debug, Clone)]
+pub struct WriterContext {
+    /// This writer's index, `0..parallelism`.
+    pub subtask: usize,
+    /// Number of writers of this sink.
+    pub parallelism: usize,
+    /// The job.
+    pub job: JobContext,
+    /// A token unique to this attempt of this writer (Spark task attempt, engine restart),
+    /// for naming staged output so that attempts never collide.
+    pub attempt: String,
+}
+
+/// Creates a source from its options. One per connector, listed in the registry.
+pub trait SourceFactory: Send + Sync {
+    /// The plugin name used in job files (`FakeSource`); matched case-insensitively.
+    fn name(&self) -> &'static str;
+    /// One line on what the source reads.
+    fn description(&self) -> &'static str;
+    /// Every option the source accepts.
+    fn options(&self) -> &'static [OptionSpec];
+    /// Reads and validates the options. Must read every option it accepts through
+    /// `options` so that misspelt ones are reported; does no I/O that could block long.
+    fn create(&self, options: &mut Options, job: &JobContext) -> Result<Arc<dyn Source>>;
+}
+
+/// A configured source.
+pub trait Source: Send + Sync + Debug {
+    /// Whether it ends by itself.
+    fn boundedness(&self) -> Boundedness;
+    /// The tables it produces, with their schemas, known before any data is read.
+    fn tables(&self) -> Vec<TableSchema>;
+    /// Whether reading again from a snapshot yields the same rows, so that a restart
+    /// neither loses nor repeats data (required for exactly-once delivery).
+    fn is_replayable(&self) -> bool {
+        true
+    }
+    /// The enumerator, fresh or restored from a snapshot taken by [`SplitEnumerator::snapshot`].
+    fn create_enumerator(&self, ctx: &EnumeratorContext, restored: Option<Value>) -> Result<Box<dyn SplitEnumerator>>;
+    /// A reader; it gets its splits through [`SourceReader::add_splits`].
+    fn create_reader(&self, ctx: &ReaderContext) -> Result<Box<dyn SourceReader>>;
+}
+
+/// Finds splits and assigns them to readers. Lives in the coordinator; one per source.
+pub trait SplitEnumerator: Send {
+    /// Splits found since the last call, each with the index of the reader that gets it.
+    /// Called at start and then periodically (streaming sources discover new splits).
+    fn discover(&mut self) -> Result<Vec<(usize, Split)>>;
+    /// Whether no split will ever come again (all assigned, source bounded).
+    fn is_exhausted(&self) -> bool;
+    /// Splits that a failed reader owned, to assign again.
+    fn add_splits_back(&mut self, splits: Vec<Split>, reader: usize);
+    /// State to store in checkpoint `checkpoint_id` (splits not yet assigned, what was seen).
+    fn snapshot(&mut self, checkpoint_id: u64) -> Result<Value>;
+    /// Checkpoint `checkpoint_id` is durable and committed.
+    fn notify_checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// What one [`SourceReader::poll_next`] call produced.
+#[derive(Debug)]
+pub enum ReadStatus {
+    /// A batch; call again soon.
+    Batch(ChangeBatch),
+    /// Nothing now; call again after about this long.
+    Idle(Duration),
+    /// This reader has read all its splits and will get no more: it is done.
+    Finished,
+}
+
+/// Reads the splits assigned to it. One per subtask; runs on one thread.
+pub trait SourceReader: Send {
+    /// New splits to read (fresh, or restored with their progress).
+    fn add_splits(&mut self, splits: Vec<Split>) -> Result<()>;
+    /// No more splits will be added.
+    fn no_more_splits(&mut self);
+    /// The next batch, or why there is none. Must return within ~100 ms.
+    fn poll_next(&mut self) -> Result<ReadStatus>;
+    /// The state of every split it owns, covering exactly the rows returned so far.
+    fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<Split>>;
+    /// Checkpoint `checkpoint_id` is durable and committed (acknowledge upstream here).
+    fn notify_checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<()> {
+        Ok(())
+    }
+    /// Releases resources; the reader is not used afterwards.
+    fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// What delivery guarantee a sink can give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkDelivery {
+    /// Output becomes visible only when its checkpoint commits (transactional), or writing
+    /// the same rows again changes nothing (idempotent).
+    ExactlyOnce,
+    /// Rows may be written again after a restart.
+    AtLeastOnce,
+}
+
+/// Creates a sink from its options. One per connector, listed in the registry.
+pub trait SinkFactory: Send + Sync {
+    /// The plugin name used in job files (`LocalFile`); matched case-insensitively.
+    fn name(&self) -> &'static str;
+    /// One line on what the sink writes.
+    fn description(&self) -> &'static str;
+    /// Every option the sink accepts.
+    fn options(&self) -> &'static [OptionSpec];
+    /// Reads and validates the options for the given input tables.
+    fn create(&self, options: &mut Options, input: &[TableSchema], job: &JobContext) -> Result<Arc<dyn Sink>>;
+}
+
+/// A configured sink.
+pub trait Sink: Send + Sync + Debug {
+    /// The guarantee it gives when the job checkpoints.
+    fn delivery(&self) -> SinkDelivery;
+    /// A writer, fresh or restored from [`SinkWriter::snapshot`].
+    fn create_writer(&self, ctx: &WriterContext, restored: Option<Value>) -> Result<Box<dyn SinkWriter>>;
+    /// The committer that publishes prepared commits, if the sink has one.
+    fn create_committer(&self) -> Result<Option<Box<dyn SinkCommitter>>> {
+        Ok(None)
+    }
+}
+
+/// Writes batches. One per subtask; runs on one thread.
+pub trait SinkWriter: Send {
+    /// Writes (or stages) rows.
+    fn write(&mut self, batch: &ChangeBatch) -> Result<()>;
+    /// Ends what was written since the last call as the commit of `checkpoint_id`. For an
+    /// exactly-once sink nothing may be visible to readers until the committer publishes it.
+    fn prepare_commit(&mut self, checkpoint_id: u64) -> Result<Option<Value>>;
+    /// State to keep in checkpoint `checkpoint_id`, given to [`Sink::create_writer`] on restore.
+    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
+        Ok(None)
+    }
+    /// Discards what was written since the last prepared commit.
+    fn abort(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Called once after the last `prepare_commit` of a job that ended.
+    fn close(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Publishes prepared commits. One per sink; lives in the coordinator (Spark: the driver).
+pub trait SinkCommitter: Send {
+    /// Publishes the commits all writers prepared for `checkpoint_id`. Must be idempotent:
+    /// after a crash it may be called again with the same infos.
+    fn commit(&mut self, checkpoint_id: u64, infos: Vec<Value>) -> Result<()>;
+    /// Discards prepared commits that will never be published.
+    fn abort(&mut self, _checkpoint_id: u64, _infos: Vec<Value>) -> Result<()> {
+        Ok(())
+    }
+    /// Called once when a bounded job ends, after its last commit (final checks).
+    fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Creates a transform from its options. One per transform, listed in the registry.
+pub trait TransformFactory: Send + Sync {
+    /// The plugin name used in job files (`Filter`); matched case-insensitively.
+    fn name(&self) -> &'static str;
+    /// One line on what the transform does.
+    fn description(&self) -> &'static str;
+    /// Every option the transform accepts.
+    fn options(&self) -> &'static [OptionSpec];
+    /// Reads the options and checks them against the input tables' schemas, so that
+    /// mistakes (an unknown column, a bad query) fail before any data flows.
+    fn create(&self, options: &mut Options, input: &[TableSchema], job: &JobContext) -> Result<Arc<dyn Transform>>;
+}
+
+/// A configured transform.
+pub trait Transform: Send + Sync + Debug {
+    /// The tables it emits, with their schemas.
+    fn output_tables(&self) -> Vec<TableSchema>;
+    /// A per-subtask instance that does the work.
+    fn create_instance(&self) -> Result<Box<dyn TransformInstance>>;
+}
+
+/// Transforms batches on one thread.
+pub trait TransformInstance: Send {
+    /// The transformed batch, or `None` when no row remains. Row kinds are carried through.
+    fn transform(&mut self, batch: ChangeBatch) -> Result<Option<ChangeBatch>>;
+}

@@ -1,0 +1,164 @@
+//! What flows between operators: Arrow record batches tagged with their table and,
+//! for change data, a row kind per row.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, UInt8Array};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+
+/// The kind of change a row carries, as SeaTunnel's `RowKind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum RowKind {
+    /// `+I`: a new row.
+    Insert = 0,
+    /// `-U`: the row as it was before an update.
+    UpdateBefore = 1,
+    /// `+U`: the row as it is after an update.
+    UpdateAfter = 2,
+    /// `-D`: a deleted row.
+    Delete = 3,
+}
+
+impl RowKind {
+    /// All kinds, in code order.
+    pub const ALL: [RowKind; 4] = [RowKind::Insert, RowKind::UpdateBefore, RowKind::UpdateAfter, RowKind::Delete];
+
+    /// The short form SeaTunnel prints: `+I`, `-U`, `+U`, `-D`.
+    pub fn short(self) -> &'static str {
+        match self {
+            RowKind::Insert => "+I",
+            RowKind::UpdateBefore => "-U",
+            RowKind::UpdateAfter => "+U",
+            RowKind::Delete => "-D",
+        }
+    }
+
+    /// The name used in job files: `INSERT`, `UPDATE_BEFORE`, `UPDATE_AFTER`, `DELETE`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RowKind::Insert => "INSERT",
+            RowKind::UpdateBefore => "UPDATE_BEFORE",
+            RowKind::UpdateAfter => "UPDATE_AFTER",
+            RowKind::Delete => "DELETE",
+        }
+    }
+
+    /// Parses a job-file name (case-insensitive) or short form.
+    pub fn parse(s: &str) -> Option<RowKind> {
+        let u = s.trim().to_ascii_uppercase();
+        RowKind::ALL.into_iter().find(|k| k.name() == u || k.short() == u)
+    }
+
+    /// The kind with the given code, as stored in a kinds column.
+    pub fn from_code(c: u8) -> Option<RowKind> {
+        RowKind::ALL.get(c as usize).copied()
+    }
+}
+
+/// The name and Arrow schema of one table that a source produces or a transform emits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSchema {
+    /// Table identifier (`plugin_output` name, or `database.table` for multi-table sources).
+    pub name: Arc<str>,
+    /// Column names and types.
+    pub schema: SchemaRef,
+}
+
+impl TableSchema {
+    /// A table named `name` with `schema`.
+    pub fn new(name: impl Into<Arc<str>>, schema: SchemaRef) -> Self {
+        TableSchema { name: name.into(), schema }
+    }
+}
+
+/// A batch of rows of one table. `kinds` is `None` when every row is an insert, the
+/// common case, so that append-only data pays nothing for change-data support.
+#[derive(Debug, Clone)]
+pub struct ChangeBatch {
+    /// The table these rows belong to.
+    pub table: Arc<str>,
+    /// The rows.
+    pub data: RecordBatch,
+    /// One [`RowKind`] code per row, or `None` for all inserts.
+    pub kinds: Option<UInt8Array>,
+}
+
+impl ChangeBatch {
+    /// An insert-only batch.
+    pub fn inserts(table: Arc<str>, data: RecordBatch) -> Self {
+        ChangeBatch { table, data, kinds: None }
+    }
+
+    /// A batch with explicit row kinds; kinds that are all inserts are dropped.
+    pub fn with_kinds(table: Arc<str>, data: RecordBatch, kinds: UInt8Array) -> Self {
+        debug_assert_eq!(kinds.len(), data.num_rows());
+        let all_inserts = kinds.null_count() == 0 && kinds.values().iter().all(|k| *k == RowKind::Insert as u8);
+        ChangeBatch { table, data, kinds: if all_inserts { None } else { Some(kinds) } }
+    }
+
+    /// Number of rows.
+    pub fn num_rows(&self) -> usize {
+        self.data.num_rows()
+    }
+
+    /// The kind of row `i`.
+    pub fn kind(&self, i: usize) -> RowKind {
+        match &self.kinds {
+            None => RowKind::Insert,
+            Some(k) => RowKind::from_code(k.value(i)).unwrap_or(RowKind::Insert),
+        }
+    }
+
+    /// The same rows with new data columns (same row count), keeping table and kinds.
+    pub fn with_data(&self, data: RecordBatch) -> Self {
+        ChangeBatch { table: self.table.clone(), data, kinds: self.kinds.clone() }
+    }
+
+    /// Keeps the rows where `mask` is true, in data and kinds alike.
+    pub fn filter(&self, mask: &arrow::array::BooleanArray) -> crate::Result<Self> {
+        let data = arrow::compute::filter_record_batch(&self.data, mask)?;
+        let kinds = match &self.kinds {
+            None => None,
+            Some(k) => {
+                let f = arrow::compute::filter(k, mask)?;
+                f.as_any().downcast_ref::<UInt8Array>().cloned()
+            }
+        };
+        Ok(ChangeBatch { table: self.table.clone(), data, kinds })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{BooleanArray, Int32Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    #[test]
+    fn row_kinds_parse_both_spellings() {
+        assert_eq!(RowKind::parse("insert"), Some(RowKind::Insert));
+        assert_eq!(RowKind::parse("-D"), Some(RowKind::Delete));
+        assert_eq!(RowKind::parse("UPDATE_AFTER"), Some(RowKind::UpdateAfter));
+        assert_eq!(RowKind::parse("upsert"), None);
+    }
+
+    #[test]
+    fn filter_keeps_kinds_aligned_with_rows() {
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int32, true)]));
+        let data = RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![1, 2, 3]))]).unwrap();
+        let b = ChangeBatch::with_kinds("t".into(), data, UInt8Array::from(vec![0, 3, 2]));
+        let f = b.filter(&BooleanArray::from(vec![false, true, true])).unwrap();
+        assert_eq!(f.num_rows(), 2);
+        assert_eq!(f.kind(0), RowKind::Delete);
+        assert_eq!(f.kind(1), RowKind::UpdateAfter);
+    }
+
+    #[test]
+    fn all_insert_kinds_are_dropped() {
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int32, true)]));
+        let data = RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![1]))]).unwrap();
+        assert!(ChangeBatch::with_kinds("t".into(), data, UInt8Array::from(vec![0])).kinds.is_none());
+    }
+}

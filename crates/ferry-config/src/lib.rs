@@ -1,0 +1,1 @@
+//! Reads SeaTunnel job files (HOCON or JSON) into a typed, validated job plan

@@ -1,0 +1,1 @@
+//! SeaTunnel's Sql transform on Apache DataFusion
