@@ -1,1 +1,396 @@
-fn main() {}
+//! `ferry`: runs Apache SeaTunnel job files on Ferry's embedded engine.
+
+mod registry;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand, ValueEnum};
+use ferry_api::{FerryError, OptionSpec};
+use ferry_checkpoint::{CheckpointStore, FileStore, JobInfo, JobState, MemoryStore};
+use ferry_engine::{build_plan, Metrics, PlanOptions, RunOutcome, StopHandle};
+
+/// Ferry moves data between systems, in batch and streaming, from SeaTunnel job files.
+#[derive(Parser, Debug)]
+#[command(name = "ferry", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a job file (HOCON `.conf` or `.json`).
+    Run(RunArgs),
+    /// Validate a job file and print its plan, without running it.
+    Check(JobArgs),
+    /// List connectors and transforms, or show one with its options.
+    Connectors {
+        /// A plugin name (any case).
+        name: Option<String>,
+    },
+    /// List the jobs in a checkpoint directory with their state and last checkpoint.
+    Jobs {
+        /// Checkpoint directory (default: $FERRY_HOME/checkpoints, FERRY_HOME defaulting to ~/.ferry).
+        #[arg(long, env = "FERRY_CHECKPOINT_DIR")]
+        checkpoint_dir: Option<PathBuf>,
+    },
+    /// Ask a running job to take a final checkpoint, commit it and exit 0.
+    Savepoint(ControlArgs),
+    /// Ask a running job to stop at once, without a checkpoint.
+    Cancel(ControlArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct JobArgs {
+    /// The job file.
+    job: PathBuf,
+    /// A user variable for `${name}` in the job file (repeatable): `-i name=value`.
+    #[arg(short = 'i', long = "variable", value_name = "NAME=VALUE")]
+    variables: Vec<String>,
+    /// Default parallelism, overriding `env.parallelism`.
+    #[arg(long, short = 'p')]
+    parallelism: Option<usize>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Engine {
+    /// Ferry's embedded engine, in this process.
+    Local,
+    /// Apache Spark (see docs/spark.md).
+    Spark,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    job: JobArgs,
+    /// Where to run the job.
+    #[arg(long, value_enum, default_value = "local")]
+    engine: Engine,
+    /// The job's id: checkpoints are kept under it and a rerun with the same id resumes
+    /// from its latest checkpoint. `-r ID` is SeaTunnel's spelling.
+    #[arg(long, short = 'r', visible_alias = "restore")]
+    job_id: Option<String>,
+    /// Directory of checkpoints (default with --job-id: $FERRY_HOME/checkpoints).
+    #[arg(long, env = "FERRY_CHECKPOINT_DIR")]
+    checkpoint_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct ControlArgs {
+    /// The job id given to `ferry run --job-id`.
+    job_id: String,
+    /// Checkpoint directory the job runs with.
+    #[arg(long, env = "FERRY_CHECKPOINT_DIR")]
+    checkpoint_dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::Check(args) => check(args),
+        Command::Connectors { name } => connectors(name.as_deref()),
+        Command::Jobs { checkpoint_dir } => jobs(&checkpoint_dir_or_default(checkpoint_dir)),
+        Command::Savepoint(args) => control(args, "savepoint"),
+        Command::Cancel(args) => control(args, "cancel"),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+fn parse_vars(vars: &[String]) -> Result<Vec<(String, String)>, FerryError> {
+    vars.iter()
+        .map(|v| match v.split_once('=') {
+            Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
+            _ => Err(FerryError::config(format!("-i {v}: expected NAME=VALUE"))),
+        })
+        .collect()
+}
+
+fn load_plan(args: &JobArgs, job_id: Option<String>) -> Result<ferry_engine::JobPlan, FerryError> {
+    let vars = parse_vars(&args.variables)?;
+    let job = ferry_config::load_job(&args.job, &vars)?;
+    for w in &job.warnings {
+        tracing::warn!("{w}");
+    }
+    build_plan(job, &registry::builtin(), &PlanOptions { parallelism: args.parallelism, job_id })
+}
+
+fn check(args: JobArgs) -> Result<ExitCode, FerryError> {
+    let plan = load_plan(&args, None)?;
+    print!("{}", plan.describe());
+    println!("{}: OK", args.job.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn checkpoint_dir_or_default(dir: Option<PathBuf>) -> PathBuf {
+    dir.unwrap_or_else(|| {
+        let home = std::env::var_os("FERRY_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ferry")))
+            .unwrap_or_else(|| PathBuf::from(".ferry"));
+        home.join("checkpoints")
+    })
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
+    if args.engine == Engine::Spark {
+        return Err(FerryError::config("the Spark engine is not available in this build yet (see docs/spark.md); run with --engine local"));
+    }
+    let plan = load_plan(&args.job, args.job_id.clone())?;
+    eprintln!(
+        "ferry: job '{}' ({:?}), delivery {}",
+        plan.job.job_name,
+        plan.job.mode,
+        plan.delivery
+    );
+    let stop = StopHandle::default();
+    let mut file_store = match (&args.job_id, &args.checkpoint_dir) {
+        (None, None) => None,
+        _ => {
+            let dir = checkpoint_dir_or_default(args.checkpoint_dir.clone());
+            let id = plan.job.job_id.clone();
+            let store = FileStore::open(&dir, &id, &plan.fingerprint, plan.checkpoint.retained)?;
+            if store.fingerprint()? != plan.fingerprint {
+                return Err(FerryError::config(format!(
+                    "job '{id}' in {} was started from a different job file; refusing to resume it (use another --job-id)",
+                    dir.display()
+                )));
+            }
+            Some(store)
+        }
+    };
+    let mut memory_store = MemoryStore::default();
+    let state = |store: &Option<FileStore>, s: JobState, last: Option<u64>| {
+        if let Some(fs) = store {
+            let _ = fs.set_state(&JobInfo { job_id: plan.job.job_id.clone(), state: s, pid: std::process::id(), engine: "local".into(), last_checkpoint: last, updated: now_secs() });
+        }
+    };
+    state(&file_store, JobState::Running, None);
+    let control_file = file_store.as_ref().map(|s| s.root().join("control"));
+    if let Some(c) = &control_file {
+        let _ = std::fs::remove_file(c);
+    }
+    let watcher = watch_stop_requests(stop.clone(), control_file)?;
+    let metrics = Arc::new(Metrics::default());
+    let progress = start_progress(metrics.clone());
+    let started = Instant::now();
+    let retries = 0;
+    let result = {
+        let store: &mut dyn CheckpointStore = match file_store.as_mut() {
+            Some(s) => s,
+            None => &mut memory_store,
+        };
+        ferry_engine::run(&plan, store, stop, metrics.clone(), retries, Duration::from_secs(3))
+    };
+    watcher.store(true, Ordering::SeqCst);
+    progress.store(true, Ordering::SeqCst);
+    let elapsed = started.elapsed();
+    let last = file_store.as_mut().and_then(|s| s.latest().ok().flatten()).map(|(d, _)| d.id);
+    match result {
+        Ok(outcome) => {
+            state(&file_store, if outcome == RunOutcome::Savepoint { JobState::Savepoint } else { JobState::Finished }, last);
+            eprintln!("{}", summary(&plan, &metrics, elapsed, outcome));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(FerryError::Cancelled) => {
+            state(&file_store, JobState::Cancelled, last);
+            eprintln!("ferry: job '{}' cancelled after {:.2} s", plan.job.job_name, elapsed.as_secs_f64());
+            Ok(ExitCode::from(130))
+        }
+        Err(e) => {
+            state(&file_store, JobState::Failed, last);
+            Err(e)
+        }
+    }
+}
+
+fn summary(plan: &ferry_engine::JobPlan, metrics: &Metrics, elapsed: Duration, outcome: RunOutcome) -> String {
+    let read = metrics.read();
+    let written = metrics.written();
+    let total_read: u64 = read.values().sum();
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let fmt = |m: &std::collections::BTreeMap<String, u64>| m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+    format!(
+        "ferry: job '{}' {} in {:.2} s: read {} [{}], wrote [{}], {:.0} rows/s",
+        plan.job.job_name,
+        if outcome == RunOutcome::Savepoint { "stopped with a savepoint" } else { "finished" },
+        secs,
+        total_read,
+        fmt(&read),
+        fmt(&written),
+        total_read as f64 / secs
+    )
+}
+
+/// SIGTERM / SIGINT, or a `control` file written by `ferry savepoint|cancel`, stop the job.
+fn watch_stop_requests(stop: StopHandle, control_file: Option<PathBuf>) -> Result<Arc<AtomicBool>, FerryError> {
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, term.clone()).map_err(|e| FerryError::internal(format!("cannot handle signals: {e}")))?;
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let done2 = done.clone();
+    std::thread::Builder::new()
+        .name("stop-watch".into())
+        .spawn(move || {
+            while !done2.load(Ordering::SeqCst) {
+                if term.swap(false, Ordering::SeqCst) {
+                    eprintln!("ferry: stop requested; taking a savepoint");
+                    stop.request_savepoint();
+                }
+                if let Some(c) = &control_file {
+                    if let Ok(req) = std::fs::read_to_string(c) {
+                        let _ = std::fs::remove_file(c);
+                        match req.trim() {
+                            "cancel" => stop.request_cancel(),
+                            _ => stop.request_savepoint(),
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+        .map_err(|e| FerryError::internal(e.to_string()))?;
+    Ok(done)
+}
+
+/// A progress line on a terminal, for runs longer than a second.
+fn start_progress(metrics: Arc<Metrics>) -> Arc<AtomicBool> {
+    let done = Arc::new(AtomicBool::new(false));
+    if !std::io::stderr().is_terminal() {
+        return done;
+    }
+    let done2 = done.clone();
+    let _ = std::thread::Builder::new().name("progress".into()).spawn(move || {
+        let start = Instant::now();
+        let mut printed = false;
+        while !done2.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(250));
+            if start.elapsed() >= Duration::from_secs(1) && !done2.load(Ordering::SeqCst) {
+                let read: u64 = metrics.read().values().sum();
+                let written: u64 = metrics.written().values().sum();
+                let secs = start.elapsed().as_secs_f64();
+                eprint!("\r\x1b[2Kferry: {secs:.0} s, read {read}, written {written}, {:.0} rows/s", read as f64 / secs);
+                printed = true;
+            }
+        }
+        if printed {
+            eprint!("\r\x1b[2K");
+        }
+    });
+    done
+}
+
+fn jobs(dir: &Path) -> Result<ExitCode, FerryError> {
+    let mut rows = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if let Ok(info) = FileStore::read_state(&e.path()) {
+                rows.push(info);
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+    println!("{:<24} {:<10} {:<7} {:>8} {:>15}", "JOB ID", "STATE", "ENGINE", "PID", "LAST CHECKPOINT");
+    for r in rows {
+        let state = match r.state {
+            JobState::Running if !process_alive(r.pid) => "DEAD".to_string(),
+            s => format!("{s:?}").to_uppercase(),
+        };
+        let last = r.last_checkpoint.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+        println!("{:<24} {:<10} {:<7} {:>8} {:>15}", r.job_id, state, r.engine, r.pid, last);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn process_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn control(args: ControlArgs, what: &str) -> Result<ExitCode, FerryError> {
+    let dir = checkpoint_dir_or_default(args.checkpoint_dir).join(&args.job_id);
+    let info = FileStore::read_state(&dir).map_err(|_| FerryError::config(format!("no job '{}' in {}", args.job_id, dir.display())))?;
+    if info.state != JobState::Running || !process_alive(info.pid) {
+        return Err(FerryError::config(format!("job '{}' is not running (state {:?})", args.job_id, info.state)));
+    }
+    ferry_checkpoint::write_control(&dir, what)?;
+    println!("ferry: asked job '{}' (pid {}) to {what}", args.job_id, info.pid);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn connectors(name: Option<&str>) -> Result<ExitCode, FerryError> {
+    let reg = registry::builtin();
+    match name {
+        None => {
+            println!("Sources:");
+            for f in reg.sources() {
+                println!("  {:<16} {}", f.name(), f.description());
+            }
+            println!("Transforms:");
+            for f in reg.transforms() {
+                println!("  {:<16} {}", f.name(), f.description());
+            }
+            println!("Sinks:");
+            for f in reg.sinks() {
+                println!("  {:<16} {}", f.name(), f.description());
+            }
+            println!("\n`ferry connectors NAME` shows a plugin's options.");
+        }
+        Some(n) => {
+            let mut found = false;
+            let mut show = |kind: &str, name: &str, desc: &str, opts: &[OptionSpec]| {
+                found = true;
+                println!("{name} ({kind}): {desc}\n");
+                println!("{:<32} {:<24} {:<9} {:<12} DESCRIPTION", "OPTION", "TYPE", "REQUIRED", "DEFAULT");
+                for o in opts {
+                    println!(
+                        "{:<32} {:<24} {:<9} {:<12} {}",
+                        o.name,
+                        o.kind.describe(),
+                        if o.required { "yes" } else { "no" },
+                        o.default.unwrap_or("-"),
+                        o.description
+                    );
+                }
+                println!();
+            };
+            if let Some(f) = reg.find_source(n) {
+                show("source", f.name(), f.description(), f.options());
+            }
+            if let Some(f) = reg.find_transform(n) {
+                show("transform", f.name(), f.description(), f.options());
+            }
+            if let Some(f) = reg.find_sink(n) {
+                show("sink", f.name(), f.description(), f.options());
+            }
+            if !found {
+                let all: Vec<&str> = reg.sources().map(|f| f.name()).chain(reg.transforms().map(|f| f.name())).chain(reg.sinks().map(|f| f.name())).collect();
+                let hint = ferry_api::error::nearest(n, all.iter().copied()).map(|s| format!("did you mean '{s}'? ")).unwrap_or_default();
+                return Err(FerryError::config(format!("no connector or transform named '{n}' ({hint}`ferry connectors` lists them)")));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

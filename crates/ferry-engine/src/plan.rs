@@ -1,0 +1,302 @@
+//! Turns a parsed job file into a plan: every plugin created through the registry,
+//! every table's schema known, and the wiring between them checked, before any data flows.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use ferry_api::{
+    Boundedness, FerryError, JobContext, JobMode, Registry, Result, Sink, SinkDelivery, Source, TableSchema, Transform,
+};
+use ferry_config::{JobFile, PluginConfig};
+
+/// What the job promises about duplicates and losses, decided before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Every row reaches every sink once, across crashes and restarts.
+    ExactlyOnce,
+    /// Rows may be written again after a restart; the reason says which part prevents more.
+    AtLeastOnce(String),
+}
+
+impl std::fmt::Display for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Delivery::ExactlyOnce => f.write_str("exactly-once"),
+            Delivery::AtLeastOnce(why) => write!(f, "at-least-once ({why})"),
+        }
+    }
+}
+
+/// How barriers are handled by operators with several inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointMode {
+    /// Inputs that delivered barrier N wait for the others (no row of N+1 is written before N is prepared).
+    ExactlyOnce,
+    /// Barriers pass through without waiting; a restart may repeat rows.
+    AtLeastOnce,
+}
+
+/// Checkpoint settings of a job.
+#[derive(Debug, Clone)]
+pub struct CheckpointSettings {
+    /// Interval between checkpoints, `None` for only the final one.
+    pub interval_ms: Option<u64>,
+    /// How long a checkpoint may take before it fails.
+    pub timeout_ms: u64,
+    /// Barrier alignment.
+    pub mode: CheckpointMode,
+    /// Complete checkpoints kept on disk.
+    pub retained: usize,
+}
+
+/// A source in the plan.
+#[derive(Debug)]
+pub struct SourceNode {
+    /// Plugin name as written.
+    pub plugin: String,
+    /// Name of the stream it emits.
+    pub output: String,
+    /// Number of readers.
+    pub parallelism: usize,
+    /// The configured source.
+    pub source: Arc<dyn Source>,
+    /// Tables it emits (renamed to the stream name when there is one table).
+    pub tables: Vec<TableSchema>,
+    /// The table name stamped on its batches when it emits one table.
+    pub rename: Option<Arc<str>>,
+}
+
+/// A transform in the plan.
+#[derive(Debug)]
+pub struct TransformNode {
+    /// Plugin name as written.
+    pub plugin: String,
+    /// Streams it reads.
+    pub inputs: Vec<String>,
+    /// Stream it emits.
+    pub output: String,
+    /// The configured transform.
+    pub transform: Arc<dyn Transform>,
+    /// Tables it emits.
+    pub tables: Vec<TableSchema>,
+    /// The table name stamped on its batches when it emits one table.
+    pub rename: Option<Arc<str>>,
+}
+
+/// A sink in the plan.
+#[derive(Debug)]
+pub struct SinkNode {
+    /// Plugin name as written.
+    pub plugin: String,
+    /// Streams it reads.
+    pub inputs: Vec<String>,
+    /// Number of writers.
+    pub parallelism: usize,
+    /// The configured sink.
+    pub sink: Arc<dyn Sink>,
+    /// Tables it receives.
+    pub tables: Vec<TableSchema>,
+}
+
+/// A job ready to run.
+#[derive(Debug)]
+pub struct JobPlan {
+    /// Job-wide facts.
+    pub job: JobContext,
+    /// Sources, in file order.
+    pub sources: Vec<SourceNode>,
+    /// Transforms, in file order (each reads only streams defined before it).
+    pub transforms: Vec<TransformNode>,
+    /// Sinks, in file order.
+    pub sinks: Vec<SinkNode>,
+    /// Checkpoint settings.
+    pub checkpoint: CheckpointSettings,
+    /// The delivery guarantee the job gets.
+    pub delivery: Delivery,
+    /// Hash of the resolved job file, to refuse resuming a changed job.
+    pub fingerprint: String,
+}
+
+/// Plan-time settings from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct PlanOptions {
+    /// Overrides `env.parallelism`.
+    pub parallelism: Option<usize>,
+    /// The job id (checkpoints are stored under it).
+    pub job_id: Option<String>,
+}
+
+/// Creates every plugin of `job` through `registry` and checks the wiring.
+pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Result<JobPlan> {
+    let default_parallelism = opts.parallelism.or(job.env.parallelism).unwrap_or(1).max(1);
+    let job_name = job.env.job_name.clone().unwrap_or_else(|| "ferry".to_string());
+    let ctx = JobContext {
+        mode: job.env.mode,
+        job_id: opts.job_id.clone().unwrap_or_else(|| job_name.clone()),
+        job_name,
+    };
+    let mut streams: BTreeMap<String, Vec<TableSchema>> = BTreeMap::new();
+
+    let mut sources = Vec::new();
+    for mut p in job.sources {
+        let factory = registry.find_source(&p.name).ok_or_else(|| unknown_plugin(&p, registry.sources().map(|f| f.name())))?;
+        let source = factory.create(&mut p.options, &ctx)?;
+        let mut tables = source.tables();
+        if tables.is_empty() {
+            return Err(p.options.error("", "the source declares no table"));
+        }
+        let rename = single_table_rename(&mut tables, &p.output);
+        if ctx.mode == JobMode::Batch && source.boundedness() == Boundedness::Unbounded {
+            return Err(p.options.error("", "this source is unbounded and cannot run in a BATCH job (set env.job.mode = STREAMING)"));
+        }
+        streams.insert(p.output.clone(), tables.clone());
+        sources.push(SourceNode {
+            plugin: p.name.clone(),
+            output: p.output.clone(),
+            parallelism: p.parallelism.unwrap_or(default_parallelism).max(1),
+            source,
+            tables,
+            rename,
+        });
+    }
+
+    let mut transforms = Vec::new();
+    for mut p in job.transforms {
+        let factory =
+            registry.find_transform(&p.name).ok_or_else(|| unknown_plugin(&p, registry.transforms().map(|f| f.name())))?;
+        let input = input_tables(&p, &streams)?;
+        let transform = factory.create(&mut p.options, &input, &ctx)?;
+        let mut tables = transform.output_tables();
+        let rename = single_table_rename(&mut tables, &p.output);
+        streams.insert(p.output.clone(), tables.clone());
+        transforms.push(TransformNode { plugin: p.name.clone(), inputs: p.inputs.clone(), output: p.output.clone(), transform, tables, rename });
+    }
+
+    let mut sinks = Vec::new();
+    for mut p in job.sinks {
+        let factory = registry.find_sink(&p.name).ok_or_else(|| unknown_plugin(&p, registry.sinks().map(|f| f.name())))?;
+        let input = input_tables(&p, &streams)?;
+        let sink = factory.create(&mut p.options, &input, &ctx)?;
+        sinks.push(SinkNode {
+            plugin: p.name.clone(),
+            inputs: p.inputs.clone(),
+            parallelism: p.parallelism.unwrap_or(default_parallelism).max(1),
+            sink,
+            tables: input,
+        });
+    }
+
+    let mode = match job.env.checkpoint_mode.as_deref().map(|m| m.to_ascii_lowercase().replace('_', "-")) {
+        Some(m) if m == "at-least-once" => CheckpointMode::AtLeastOnce,
+        _ => CheckpointMode::ExactlyOnce,
+    };
+    let checkpoint = CheckpointSettings {
+        interval_ms: job.env.checkpoint_interval_ms.filter(|i| *i > 0),
+        timeout_ms: job.env.checkpoint_timeout_ms.unwrap_or(600_000),
+        mode,
+        retained: job.env.checkpoint_retained.unwrap_or(3).max(1),
+    };
+    let delivery = decide_delivery(&sources, &sinks, mode);
+    Ok(JobPlan { job: ctx, sources, transforms, sinks, checkpoint, delivery, fingerprint: job.fingerprint })
+}
+
+fn decide_delivery(sources: &[SourceNode], sinks: &[SinkNode], mode: CheckpointMode) -> Delivery {
+    if mode == CheckpointMode::AtLeastOnce {
+        return Delivery::AtLeastOnce("checkpoint.mode = at-least-once".into());
+    }
+    if let Some(s) = sources.iter().find(|s| !s.source.is_replayable()) {
+        return Delivery::AtLeastOnce(format!("source {} cannot replay from a checkpoint", s.plugin));
+    }
+    if let Some(s) = sinks.iter().find(|s| s.sink.delivery() != SinkDelivery::ExactlyOnce) {
+        return Delivery::AtLeastOnce(format!("sink {} is neither transactional nor idempotent", s.plugin));
+    }
+    Delivery::ExactlyOnce
+}
+
+/// A stream that carries a single table is known by the stream's name, so that a
+/// query or rule names the table the way the job file names the stream.
+fn single_table_rename(tables: &mut [TableSchema], stream: &str) -> Option<Arc<str>> {
+    if tables.len() == 1 {
+        let name: Arc<str> = Arc::from(stream);
+        tables[0].name = name.clone();
+        Some(name)
+    } else {
+        None
+    }
+}
+
+fn input_tables(p: &PluginConfig, streams: &BTreeMap<String, Vec<TableSchema>>) -> Result<Vec<TableSchema>> {
+    let mut out = Vec::new();
+    for input in &p.inputs {
+        match streams.get(input) {
+            Some(t) => out.extend(t.iter().cloned()),
+            None => {
+                let known: Vec<&str> = streams.keys().map(String::as_str).collect();
+                return Err(p.options.location().error_with_hint(
+                    "plugin_input",
+                    format!("no plugin before this one outputs a table named '{input}'"),
+                    format!("known tables: {}", known.join(", ")),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn unknown_plugin<'a>(p: &PluginConfig, names: impl Iterator<Item = &'a str>) -> FerryError {
+    let names: Vec<&str> = names.collect();
+    let hint = match ferry_api::error::nearest(&p.name, names.iter().copied()) {
+        Some(n) => format!("did you mean '{n}'? available: {}", names.join(", ")),
+        None => format!("available: {}", names.join(", ")),
+    };
+    let loc = p.options.location();
+    FerryError::Config {
+        location: ferry_api::error::Location { file: loc.file.clone(), line: loc.line },
+        plugin: None,
+        option: None,
+        message: format!("unknown {} plugin '{}'", loc.section, p.name),
+        hint: Some(hint),
+    }
+}
+
+impl JobPlan {
+    /// A readable description of the plan, for `ferry check`.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        let mode = match self.job.mode {
+            JobMode::Batch => "BATCH",
+            JobMode::Streaming => "STREAMING",
+        };
+        let _ = writeln!(s, "job '{}' ({mode})", self.job.job_name);
+        let _ = writeln!(s, "delivery: {}", self.delivery);
+        match self.checkpoint.interval_ms {
+            Some(i) => {
+                let _ = writeln!(s, "checkpoints: every {i} ms, timeout {} ms, mode {:?}", self.checkpoint.timeout_ms, self.checkpoint.mode);
+            }
+            None => {
+                let _ = writeln!(s, "checkpoints: final only");
+            }
+        }
+        for src in &self.sources {
+            let _ = writeln!(s, "source {} (parallelism {}) -> {}", src.plugin, src.parallelism, src.output);
+            describe_tables(&mut s, &src.tables);
+        }
+        for t in &self.transforms {
+            let _ = writeln!(s, "transform {} {} -> {}", t.plugin, t.inputs.join(", "), t.output);
+            describe_tables(&mut s, &t.tables);
+        }
+        for k in &self.sinks {
+            let _ = writeln!(s, "sink {} (parallelism {}) <- {}", k.plugin, k.parallelism, k.inputs.join(", "));
+        }
+        s
+    }
+}
+
+fn describe_tables(s: &mut String, tables: &[TableSchema]) {
+    for t in tables {
+        let cols: Vec<String> =
+            t.schema.fields().iter().map(|f| format!("{} {}", f.name(), ferry_api::types::type_name(f.data_type()))).collect();
+        let _ = writeln!(s, "    table {}: {}", t.name, cols.join(", "));
+    }
+}

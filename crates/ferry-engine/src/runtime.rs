@@ -1,0 +1,682 @@
+//! Runs a [`JobPlan`]: one thread per source reader (with the transforms downstream of
+//! it chained in the same thread, so a batch crosses no thread between source and
+//! transform), one thread per sink writer fed by a bounded channel (a slow sink slows
+//! the sources, memory stays bounded), and a coordinator on the calling thread that
+//! assigns splits and drives checkpoints.
+//!
+//! Checkpoint `N`: the coordinator snapshots the enumerators and sends `Checkpoint(N)` to
+//! every reader; a reader, between two polls, snapshots its splits and sends barrier `N`
+//! after the rows it already emitted, to every writer downstream. A writer that has
+//! barrier `N` from all its inputs (holding back inputs that delivered it first, in
+//! exactly-once mode) prepares its commit and acknowledges. When every reader and
+//! writer has answered, the checkpoint is stored, committers publish it, and sources
+//! are told it completed.
+//!
+//! A bounded job ends with a final checkpoint once every reader has finished; then end
+//! of input flows to the writers, which close, and committers finish.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
+use ferry_api::{
+    ChangeBatch, EnumeratorContext, FerryError, ReadStatus, ReaderContext, Result, SinkCommitter, SourceReader, Split,
+    SplitEnumerator, TransformInstance, WriterContext,
+};
+use serde_json::Value;
+
+use ferry_checkpoint::{CheckpointData, CheckpointStore, SinkState, SourceState};
+use crate::metrics::Metrics;
+use crate::plan::{CheckpointMode, JobPlan};
+
+/// Batches a writer may have queued before its upstream waits.
+const CHANNEL_CAPACITY: usize = 8;
+
+/// What flows from readers to writers.
+enum Msg {
+    Data(ChangeBatch),
+    Barrier(u64),
+    End,
+}
+
+/// What the coordinator tells a reader.
+enum Control {
+    AddSplits(Vec<Split>),
+    NoMoreSplits,
+    Checkpoint(u64),
+    Complete(u64),
+    /// Send end of input downstream and stop.
+    EndInput,
+}
+
+/// What tasks tell the coordinator.
+enum Event {
+    ReaderSnapshot { source: usize, subtask: usize, id: u64, splits: Vec<Split> },
+    ReaderFinished { source: usize, subtask: usize },
+    WriterAck { sink: usize, subtask: usize, id: u64, commit: Option<Value>, state: Option<Value> },
+    WriterClosed,
+    Failed(FerryError),
+}
+
+/// Requests from outside the job (signals, `ferry savepoint`).
+#[derive(Debug, Clone, Default)]
+pub struct StopHandle {
+    savepoint: Arc<AtomicBool>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl StopHandle {
+    /// Stop after a final checkpoint (a savepoint) is committed.
+    pub fn request_savepoint(&self) {
+        self.savepoint.store(true, Ordering::SeqCst);
+    }
+    /// Stop at once, without a checkpoint.
+    pub fn request_cancel(&self) {
+        self.cancel.store(true, Ordering::SeqCst);
+    }
+    fn savepoint_requested(&self) -> bool {
+        self.savepoint.load(Ordering::SeqCst)
+    }
+    fn cancel_requested(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Every source ended and everything was committed.
+    Finished,
+    /// Stopped with a savepoint: a final checkpoint was committed.
+    Savepoint,
+}
+
+/// One downstream edge of a stream inside a reader thread.
+enum Route {
+    /// A transform chained into this thread, then the streams it feeds.
+    Transform { instance: Box<dyn TransformInstance>, rename: Option<Arc<str>>, next: Vec<Route> },
+    /// The input channels of one sink's writers: rows go to `target`, barriers to all.
+    Sink { txs: Vec<Sender<(usize, Msg)>>, target: usize, sender_id: usize },
+}
+
+/// Runs `plan` to completion (or until `stop` says so), resuming from the latest
+/// checkpoint in `store` when there is one, and restarting from the latest checkpoint
+/// after a failure up to `retries` times, `retry_interval` apart.
+pub fn run(plan: &JobPlan, store: &mut dyn CheckpointStore, stop: StopHandle, metrics: Arc<Metrics>, retries: u32, retry_interval: Duration) -> Result<RunOutcome> {
+    let mut attempt = 0;
+    loop {
+        let restore = store.latest()?;
+        if let Some((data, _)) = &restore {
+            if data.fingerprint != plan.fingerprint {
+                return Err(FerryError::config(format!(
+                    "checkpoint {} was taken with a different job file; refusing to resume (use a new --job-id, or restore the original job file)",
+                    data.id
+                )));
+            }
+            tracing::info!(checkpoint = data.id, "resuming from checkpoint {}", data.id);
+        }
+        match run_once(plan, store, restore, stop.clone(), metrics.clone()) {
+            Ok(o) => return Ok(o),
+            Err(e) if attempt < retries && !e.is_user_error() && !matches!(e, FerryError::Cancelled) => {
+                attempt += 1;
+                tracing::warn!("job failed: {e}; restarting from the latest checkpoint (attempt {attempt} of {retries})");
+                std::thread::sleep(retry_interval);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn run_once(plan: &JobPlan, store: &mut dyn CheckpointStore, restore: Option<(CheckpointData, bool)>, stop: StopHandle, metrics: Arc<Metrics>) -> Result<RunOutcome> {
+    // A checkpoint stored but not yet published: publish it again (committers are idempotent).
+    let restore = match restore {
+        Some((data, false)) => {
+            for (k, node) in plan.sinks.iter().enumerate() {
+                if let (Some(mut c), Some(state)) = (node.sink.create_committer()?, data.sinks.get(k)) {
+                    c.commit(data.id, state.commits.clone())?;
+                }
+            }
+            store.mark_committed(data.id)?;
+            Some(data)
+        }
+        Some((data, true)) => Some(data),
+        None => None,
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (ev_tx, ev_rx) = unbounded::<Event>();
+    let aligned = plan.checkpoint.mode == CheckpointMode::ExactlyOnce;
+
+    // Every sink writer gets a bounded channel. Readers send rows to one writer (by
+    // index, so rows of a split stay in order) and barriers and end of input to all.
+    let total_readers: usize = plan.sources.iter().map(|s| s.parallelism).sum();
+    let mut sink_txs: Vec<Vec<Sender<(usize, Msg)>>> = Vec::new();
+    let mut sink_rxs: Vec<Vec<Receiver<(usize, Msg)>>> = Vec::new();
+    let mut committers: Vec<Option<Box<dyn SinkCommitter>>> = Vec::new();
+    for node in &plan.sinks {
+        committers.push(node.sink.create_committer()?);
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..node.parallelism).map(|_| bounded::<(usize, Msg)>(CHANNEL_CAPACITY)).unzip();
+        sink_txs.push(txs);
+        sink_rxs.push(rxs);
+    }
+
+    // Enumerators and readers, with the transforms they feed chained in.
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    let mut enumerators: Vec<Box<dyn SplitEnumerator>> = Vec::new();
+    let mut controls: Vec<Vec<Sender<Control>>> = Vec::new();
+    let mut sender_ids: Vec<usize> = vec![0; plan.sinks.len()];
+    let mut reader_tasks = Vec::new();
+    for (i, node) in plan.sources.iter().enumerate() {
+        let ectx = EnumeratorContext { parallelism: node.parallelism, job: plan.job.clone() };
+        let restored = restore.as_ref().and_then(|r| r.sources.get(i)).map(|s| s.enumerator.clone());
+        enumerators.push(node.source.create_enumerator(&ectx, restored)?);
+        let mut ctl = Vec::new();
+        for subtask in 0..node.parallelism {
+            let (ctl_tx, ctl_rx) = unbounded::<Control>();
+            if let Some(splits) = restore.as_ref().and_then(|r| r.sources.get(i)).and_then(|s| s.readers.get(subtask)) {
+                if !splits.is_empty() {
+                    let _ = ctl_tx.send(Control::AddSplits(splits.clone()));
+                }
+            }
+            ctl.push(ctl_tx);
+            let rctx = ReaderContext { subtask, parallelism: node.parallelism, job: plan.job.clone() };
+            let reader = node.source.create_reader(&rctx)?;
+            let routes = build_routes(plan, &node.output, subtask, &sink_txs, &mut sender_ids)?;
+            reader_tasks.push(ReaderTask {
+                reader,
+                routes,
+                rename: node.rename.clone(),
+                ctl: ctl_rx,
+                ev: ev_tx.clone(),
+                cancel: cancel.clone(),
+                source: i,
+                subtask,
+                rows: metrics.source_counter(&node.output),
+            });
+        }
+        controls.push(ctl);
+    }
+    drop(sink_txs);
+
+    // Writers, each expecting barriers from every route that reaches its sink.
+    for (k, node) in plan.sinks.iter().enumerate() {
+        for (subtask, rx) in std::mem::take(&mut sink_rxs[k]).into_iter().enumerate() {
+            let ctx = WriterContext {
+                subtask,
+                parallelism: node.parallelism,
+                job: plan.job.clone(),
+                attempt: format!("{}-{}", std::process::id(), unique_suffix()),
+            };
+            let restored = restore.as_ref().and_then(|r| r.sinks.get(k)).and_then(|s| s.writers.get(subtask).cloned().flatten());
+            let writer = node.sink.create_writer(&ctx, restored)?;
+            let ev = ev_tx.clone();
+            let senders = sender_ids[k];
+            let rows = metrics.sink_counter(&node.plugin);
+            threads.push(spawn(&format!("sink-{}-{subtask}", node.plugin), move || {
+                if let Err(e) = writer_loop(writer, rx, senders, aligned, k, subtask, &ev, &rows) {
+                    let _ = ev.send(Event::Failed(e));
+                }
+            })?);
+        }
+    }
+    for mut task in reader_tasks {
+        let ev = task.ev.clone();
+        threads.push(spawn(&format!("source-{}-{}", plan.sources[task.source].plugin, task.subtask), move || {
+            if let Err(e) = task.run() {
+                let _ = ev.send(Event::Failed(e));
+            }
+        })?);
+    }
+    drop(ev_tx);
+
+    let mut coord = Coordinator {
+        plan,
+        store,
+        enumerators,
+        controls,
+        committers,
+        ev_rx,
+        total_readers,
+        total_writers: plan.sinks.iter().map(|s| s.parallelism).sum(),
+        next_id: restore.as_ref().map(|r| r.id + 1).unwrap_or(1),
+        stop,
+        cancel: cancel.clone(),
+    };
+    let result = coord.run();
+    if result.is_err() {
+        cancel.store(true, Ordering::SeqCst);
+    }
+    drop(coord);
+    for t in threads {
+        let _ = t.join();
+    }
+    result
+}
+
+fn unique_suffix() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{:x}{:x}", nanos, COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new().name(name.to_string()).spawn(f).map_err(|e| FerryError::internal(format!("cannot start thread {name}: {e}")))
+}
+
+/// For each source, the sinks its rows can reach.
+fn sink_reach(plan: &JobPlan) -> Vec<Vec<usize>> {
+    fn walk(plan: &JobPlan, stream: &str, out: &mut Vec<usize>) {
+        for (k, s) in plan.sinks.iter().enumerate() {
+            if s.inputs.iter().any(|i| i == stream) && !out.contains(&k) {
+                out.push(k);
+            }
+        }
+        for t in &plan.transforms {
+            if t.inputs.iter().any(|i| i == stream) {
+                walk(plan, &t.output, out);
+            }
+        }
+    }
+    plan.sources
+        .iter()
+        .map(|s| {
+            let mut v = Vec::new();
+            walk(plan, &s.output, &mut v);
+            v
+        })
+        .collect()
+}
+
+/// The routes for rows of `stream` in reader `subtask`: chained transform instances
+/// and the writer channel of every sink reached.
+fn build_routes(
+    plan: &JobPlan,
+    stream: &str,
+    subtask: usize,
+    sink_txs: &[Vec<Sender<(usize, Msg)>>],
+    sender_ids: &mut [usize],
+) -> Result<Vec<Route>> {
+    let mut routes = Vec::new();
+    for t in plan.transforms.iter().filter(|t| t.inputs.iter().any(|i| i == stream)) {
+        let next = build_routes(plan, &t.output, subtask, sink_txs, sender_ids)?;
+        routes.push(Route::Transform { instance: t.transform.create_instance()?, rename: t.rename.clone(), next });
+    }
+    for (k, s) in plan.sinks.iter().enumerate() {
+        if s.inputs.iter().any(|i| i == stream) {
+            routes.push(Route::Sink { txs: sink_txs[k].clone(), target: subtask % s.parallelism, sender_id: sender_ids[k] });
+            sender_ids[k] += 1;
+        }
+    }
+    Ok(routes)
+}
+
+struct ReaderTask {
+    reader: Box<dyn SourceReader>,
+    routes: Vec<Route>,
+    rename: Option<Arc<str>>,
+    ctl: Receiver<Control>,
+    ev: Sender<Event>,
+    cancel: Arc<AtomicBool>,
+    source: usize,
+    subtask: usize,
+    rows: Arc<AtomicU64>,
+}
+
+impl ReaderTask {
+    fn run(&mut self) -> Result<()> {
+        let mut finished = false;
+        let mut idle_for = Duration::ZERO;
+        loop {
+            if self.cancel.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            // Control first: a barrier goes out between two polls, after every row already emitted.
+            let ctl = if finished || !idle_for.is_zero() {
+                match self.ctl.recv_timeout(if finished { Duration::from_millis(100) } else { idle_for }) {
+                    Ok(c) => Some(c),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                }
+            } else {
+                self.ctl.try_recv().ok()
+            };
+            idle_for = Duration::ZERO;
+            if let Some(c) = ctl {
+                match c {
+                    Control::AddSplits(splits) => self.reader.add_splits(splits)?,
+                    Control::NoMoreSplits => self.reader.no_more_splits(),
+                    Control::Checkpoint(id) => {
+                        let splits = self.reader.snapshot(id)?;
+                        let _ = self.ev.send(Event::ReaderSnapshot { source: self.source, subtask: self.subtask, id, splits });
+                        broadcast(&mut self.routes, &|| Msg::Barrier(id))?;
+                    }
+                    Control::Complete(id) => self.reader.notify_checkpoint_complete(id)?,
+                    Control::EndInput => {
+                        self.reader.close()?;
+                        broadcast(&mut self.routes, &|| Msg::End)?;
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
+            if finished {
+                continue;
+            }
+            match self.reader.poll_next()? {
+                ReadStatus::Batch(mut b) => {
+                    if b.num_rows() == 0 {
+                        continue;
+                    }
+                    self.rows.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                    if let Some(name) = &self.rename {
+                        b.table = name.clone();
+                    }
+                    emit(&mut self.routes, b)?;
+                }
+                ReadStatus::Idle(d) => idle_for = d.clamp(Duration::from_millis(1), Duration::from_millis(200)),
+                ReadStatus::Finished => {
+                    finished = true;
+                    let _ = self.ev.send(Event::ReaderFinished { source: self.source, subtask: self.subtask });
+                }
+            }
+        }
+    }
+}
+
+/// Sends `batch` down every route; transforms run here, in the reader's thread.
+fn emit(routes: &mut [Route], batch: ChangeBatch) -> Result<()> {
+    let n = routes.len();
+    let mut batch = Some(batch);
+    for (i, r) in routes.iter_mut().enumerate() {
+        // The last route takes the batch, the others a cheap clone (Arc'd columns).
+        let b = if i + 1 == n { batch.take() } else { batch.clone() };
+        let Some(b) = b else { break };
+        match r {
+            Route::Transform { instance, rename, next } => {
+                if let Some(mut out) = instance.transform(b)? {
+                    if out.num_rows() > 0 {
+                        if let Some(name) = rename {
+                            out.table = name.clone();
+                        }
+                        emit(next, out)?;
+                    }
+                }
+            }
+            Route::Sink { txs, target, sender_id } => {
+                txs[*target].send((*sender_id, Msg::Data(b))).map_err(|_| FerryError::Cancelled)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends a control message (barrier, end) to every writer reachable through `routes`.
+fn broadcast(routes: &mut [Route], make: &dyn Fn() -> Msg) -> Result<()> {
+    for r in routes.iter_mut() {
+        match r {
+            Route::Transform { next, .. } => broadcast(next, make)?,
+            Route::Sink { txs, sender_id, .. } => {
+                for tx in txs.iter() {
+                    tx.send((*sender_id, make())).map_err(|_| FerryError::Cancelled)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn writer_loop(
+    mut writer: Box<dyn ferry_api::SinkWriter>,
+    rx: Receiver<(usize, Msg)>,
+    senders: usize,
+    aligned: bool,
+    sink: usize,
+    subtask: usize,
+    ev: &Sender<Event>,
+    rows: &AtomicU64,
+) -> Result<()> {
+    // Senders are numbered per sink across all readers; this writer hears from a subset.
+    let mut barrier_from: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    let mut held: HashMap<usize, VecDeque<Msg>> = HashMap::new();
+    let mut ended: Vec<usize> = Vec::new();
+    let expected = senders;
+    let mut pending: VecDeque<(usize, Msg)> = VecDeque::new();
+    loop {
+        let (from, msg) = match pending.pop_front() {
+            Some(m) => m,
+            None => match rx.recv() {
+                Ok(m) => m,
+                Err(_) => return Ok(()), // upstream gone: the job is being cancelled
+            },
+        };
+        if aligned && barrier_from.values().any(|v| v.contains(&from)) {
+            held.entry(from).or_default().push_back(msg);
+            continue;
+        }
+        match msg {
+            Msg::Data(b) => {
+                rows.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                writer.write(&b)?;
+            }
+            Msg::Barrier(id) => {
+                let got = barrier_from.entry(id).or_default();
+                got.push(from);
+                if got.len() >= expected.max(1) {
+                    barrier_from.remove(&id);
+                    let commit = writer.prepare_commit(id)?;
+                    let state = writer.snapshot(id)?;
+                    let _ = ev.send(Event::WriterAck { sink, subtask, id, commit, state });
+                    // Release what the inputs sent after the barrier, in order.
+                    for (f, q) in held.drain() {
+                        for m in q {
+                            pending.push_back((f, m));
+                        }
+                    }
+                }
+            }
+            Msg::End => {
+                ended.push(from);
+                if ended.len() >= expected.max(1) {
+                    writer.close()?;
+                    let _ = ev.send(Event::WriterClosed);
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+struct Coordinator<'a> {
+    plan: &'a JobPlan,
+    store: &'a mut dyn CheckpointStore,
+    enumerators: Vec<Box<dyn SplitEnumerator>>,
+    controls: Vec<Vec<Sender<Control>>>,
+    committers: Vec<Option<Box<dyn SinkCommitter>>>,
+    ev_rx: Receiver<Event>,
+    total_readers: usize,
+    total_writers: usize,
+    next_id: u64,
+    stop: StopHandle,
+    cancel: Arc<AtomicBool>,
+}
+
+/// A checkpoint being collected.
+struct InFlight {
+    id: u64,
+    started: Instant,
+    data: CheckpointData,
+    readers_left: usize,
+    writers_left: usize,
+    commits: Vec<Vec<Value>>,
+}
+
+impl Coordinator<'_> {
+    fn run(&mut self) -> Result<RunOutcome> {
+        let mut no_more_sent = vec![false; self.enumerators.len()];
+        let mut finished_readers = 0usize;
+        let mut closed_writers = 0usize;
+        let mut inflight: Option<InFlight> = None;
+        let mut final_id: Option<u64> = None;
+        let mut outcome = RunOutcome::Finished;
+        let mut last_checkpoint = Instant::now();
+        let mut last_discover = Instant::now() - Duration::from_secs(1);
+        let interval = self.plan.checkpoint.interval_ms.map(Duration::from_millis);
+        let mut ending = false;
+
+        loop {
+            if self.stop.cancel_requested() {
+                self.cancel.store(true, Ordering::SeqCst);
+                return Err(FerryError::Cancelled);
+            }
+            // Discover and assign splits (streaming sources keep discovering).
+            if !ending && last_discover.elapsed() >= Duration::from_millis(200) {
+                last_discover = Instant::now();
+                for (i, e) in self.enumerators.iter_mut().enumerate() {
+                    if no_more_sent[i] {
+                        continue;
+                    }
+                    let assigned = e.discover()?;
+                    let mut per_reader: BTreeMap<usize, Vec<Split>> = BTreeMap::new();
+                    for (r, s) in assigned {
+                        per_reader.entry(r % self.controls[i].len()).or_default().push(s);
+                    }
+                    for (r, splits) in per_reader {
+                        let _ = self.controls[i][r].send(Control::AddSplits(splits));
+                    }
+                    if e.is_exhausted() {
+                        no_more_sent[i] = true;
+                        for c in &self.controls[i] {
+                            let _ = c.send(Control::NoMoreSplits);
+                        }
+                    }
+                }
+            }
+            // Start a checkpoint: periodic, a savepoint, or the final one of a bounded job.
+            if inflight.is_none() && final_id.is_none() {
+                let all_finished = finished_readers == self.total_readers;
+                let savepoint = self.stop.savepoint_requested();
+                let periodic = interval.is_some_and(|i| last_checkpoint.elapsed() >= i);
+                if all_finished || savepoint || periodic {
+                    let id = self.trigger()?;
+                    if all_finished || savepoint {
+                        final_id = Some(id);
+                        if savepoint && !all_finished {
+                            outcome = RunOutcome::Savepoint;
+                        }
+                    }
+                    inflight = Some(self.new_inflight(id)?);
+                    last_checkpoint = Instant::now();
+                }
+            }
+            if let Some(f) = &inflight {
+                if f.started.elapsed() > Duration::from_millis(self.plan.checkpoint.timeout_ms) {
+                    return Err(FerryError::external("checkpoint", format!("checkpoint {} timed out after {} ms (checkpoint.timeout)", f.id, self.plan.checkpoint.timeout_ms)));
+                }
+            }
+            let ev = match self.ev_rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(ev) => ev,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(FerryError::internal("every task stopped before the job ended"));
+                }
+            };
+            match ev {
+                Event::Failed(FerryError::Cancelled) if self.cancel.load(Ordering::SeqCst) => {}
+                Event::Failed(e) => return Err(e),
+                Event::ReaderFinished { .. } => finished_readers += 1,
+                Event::ReaderSnapshot { source, subtask, id, splits } => {
+                    if let Some(f) = inflight.as_mut().filter(|f| f.id == id) {
+                        f.data.sources[source].readers[subtask] = splits;
+                        f.readers_left -= 1;
+                    }
+                }
+                Event::WriterAck { sink, subtask, id, commit, state } => {
+                    if let Some(f) = inflight.as_mut().filter(|f| f.id == id) {
+                        f.data.sinks[sink].writers[subtask] = state;
+                        if let Some(c) = commit {
+                            f.commits[sink].push(c);
+                        }
+                        f.writers_left -= 1;
+                    }
+                }
+                Event::WriterClosed => {
+                    closed_writers += 1;
+                    if closed_writers == self.total_writers {
+                        for c in self.committers.iter_mut().flatten() {
+                            c.finish()?;
+                        }
+                        return Ok(outcome);
+                    }
+                }
+            }
+            if inflight.as_ref().is_some_and(|f| f.readers_left == 0 && f.writers_left == 0) {
+                if let Some(f) = inflight.take() {
+                    self.complete(f)?;
+                }
+                if final_id.is_some() && !ending {
+                    ending = true;
+                    for c in self.controls.iter().flatten() {
+                        let _ = c.send(Control::EndInput);
+                    }
+                    if self.total_writers == 0 {
+                        return Ok(outcome);
+                    }
+                }
+            }
+        }
+    }
+
+    fn trigger(&mut self) -> Result<u64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        Ok(id)
+    }
+
+    fn new_inflight(&mut self, id: u64) -> Result<InFlight> {
+        let mut data = CheckpointData { id, fingerprint: self.plan.fingerprint.clone(), sources: Vec::new(), sinks: Vec::new() };
+        // The enumerators are snapshotted before any reader hears of the checkpoint, so
+        // every split assigned before this point is in some reader's snapshot.
+        for (i, e) in self.enumerators.iter_mut().enumerate() {
+            data.sources.push(SourceState { enumerator: e.snapshot(id)?, readers: vec![Vec::new(); self.controls[i].len()] });
+        }
+        for s in &self.plan.sinks {
+            data.sinks.push(SinkState { writers: vec![None; s.parallelism], commits: Vec::new() });
+        }
+        for c in self.controls.iter().flatten() {
+            let _ = c.send(Control::Checkpoint(id));
+        }
+        Ok(InFlight {
+            id,
+            started: Instant::now(),
+            data,
+            readers_left: self.total_readers,
+            writers_left: self.total_writers,
+            commits: vec![Vec::new(); self.plan.sinks.len()],
+        })
+    }
+
+    fn complete(&mut self, mut f: InFlight) -> Result<()> {
+        for (k, c) in f.commits.iter().enumerate() {
+            f.data.sinks[k].commits = c.clone();
+        }
+        // Durable first, then publish: a crash between the two re-runs the committers.
+        self.store.save(&f.data)?;
+        for (k, committer) in self.committers.iter_mut().enumerate() {
+            if let Some(c) = committer {
+                c.commit(f.id, f.commits[k].clone())?;
+            }
+        }
+        self.store.mark_committed(f.id)?;
+        for e in self.enumerators.iter_mut() {
+            e.notify_checkpoint_complete(f.id)?;
+        }
+        for c in self.controls.iter().flatten() {
+            let _ = c.send(Control::Complete(f.id));
+        }
+        tracing::debug!(checkpoint = f.id, ms = f.started.elapsed().as_millis() as u64, "checkpoint complete");
+        Ok(())
+    }
+}
