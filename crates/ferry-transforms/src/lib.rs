@@ -1,1 +1,16 @@
-//! SeaTunnel's row transforms (Copy, Filter, FieldMapper, Replace, Split, FilterRowKind, …) on Arrow batches
+//! SeaTunnel's row transforms on Arrow batches, as [`ferry_api::TransformFactory`]s, with
+//! SeaTunnel's option names and semantics.
+//!
+//! Each transform applies to every one of its input tables and knows its output schemas
+//! when it is created; its work is column-wise on Arrow arrays, and transforms that only
+//! reorder or rename columns share the input arrays instead of copying them. Row kinds are
+//! carried through (FilterRowKind filters on them, RowKindExtractor turns them into a field).
+
+mod common;
+pub mod copy;
+pub mod field_mapper;
+pub mod filter;
+
+pub use copy::CopyTransformFactory;
+pub use field_mapper::FieldMapperTransformFactory;
+pub use filter::FilterTransformFactory;
