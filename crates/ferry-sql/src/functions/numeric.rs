@@ -1,0 +1,354 @@
+//! SeaTunnel's numeric functions (`NumericFunction.java`).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, PrimitiveArray};
+use arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
+};
+use datafusion::common::{exec_err, Result as DFResult, ScalarValue};
+
+use super::string::prim_out;
+use super::{fn_error, ret_first, Arg, Args, SeaFn};
+use crate::ret;
+
+const F: Arg = Arg::Float;
+const N: Arg = Arg::Num;
+const I: Arg = Arg::Int;
+
+pub(super) fn functions() -> Vec<SeaFn> {
+    vec![
+        SeaFn::new("abs", &[N], 1, ret_first, abs),
+        SeaFn::new("acos", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "acos", |x| Ok(x.acos()))),
+        SeaFn::new("asin", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "asin", |x| Ok(x.asin()))),
+        SeaFn::new("atan", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "atan", |x| Ok(x.atan()))),
+        SeaFn::new("cos", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "cos", |x| Ok(x.cos()))),
+        SeaFn::new("cosh", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "cosh", |x| Ok(x.cosh()))),
+        SeaFn::new("cot", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "cot", |x| {
+                let t = x.tan();
+                if t == 0.0 {
+                    Err("division by zero")
+                } else {
+                    Ok(1.0 / t)
+                }
+            })
+        }),
+        SeaFn::new("sin", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "sin", |x| Ok(x.sin()))),
+        SeaFn::new("sinh", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "sinh", |x| Ok(x.sinh()))),
+        SeaFn::new("tan", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "tan", |x| Ok(x.tan()))),
+        SeaFn::new("tanh", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "tanh", |x| Ok(x.tanh()))),
+        SeaFn::new("exp", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "exp", |x| Ok(x.exp()))),
+        SeaFn::new("ln", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "ln", |x| if x <= 0.0 { Err("argument must be positive") } else { Ok(x.ln()) })
+        }),
+        SeaFn::new("log10", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "log10", |x| if x <= 0.0 { Err("argument must be positive") } else { Ok(x.log10()) })
+        }),
+        SeaFn::new("radians", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "radians", |x| Ok(x.to_radians()))),
+        SeaFn::new("sqrt", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "sqrt", |x| Ok(x.sqrt()))),
+        SeaFn::new("atan2", &[F, F], 2, ret!(DataType::Float64), |a, _| f64_binary(a, "atan2", |y, x| Ok(y.atan2(x)))),
+        SeaFn::new("power", &[F, F], 2, ret!(DataType::Float64), |a, _| f64_binary(a, "power", |x, y| Ok(x.powf(y)))).alias(&["pow"]),
+        SeaFn::new("log", &[F, F], 2, ret!(DataType::Float64), |a, _| {
+            f64_binary(a, "log", |base, x| {
+                if base <= 0.0 {
+                    Err("base must be positive")
+                } else if x <= 0.0 {
+                    Err("argument must be positive")
+                } else if base == std::f64::consts::E {
+                    Ok(x.ln())
+                } else if base == 10.0 {
+                    Ok(x.log10())
+                } else {
+                    Ok(x.ln() / base.ln())
+                }
+            })
+        }),
+        SeaFn::new("pi", &[], 0, ret!(DataType::Float64), |a, _| Ok(Arc::new(Float64Array::from(vec![std::f64::consts::PI; a.rows])))),
+        SeaFn::new("mod", &[N, N], 2, |t, _| Ok(t.get(1).cloned().unwrap_or(DataType::Null)), modulo),
+        SeaFn::new("ceil", &[N, I], 1, ret!(DataType::Int32), |a, _| ceil_floor(a, Mode::Ceiling)).alias(&["ceiling"]),
+        SeaFn::new("floor", &[N, I], 1, ret!(DataType::Int32), |a, _| ceil_floor(a, Mode::Floor)),
+        SeaFn::new("rand", &[I], 0, ret!(DataType::Float64), random).alias(&["random"]).volatile(),
+        SeaFn::new("round", &[N, I], 1, ret_first, round),
+        SeaFn::new("sign", &[N], 1, ret!(DataType::Int32), sign),
+        SeaFn::new("trunc", &[N, I], 1, ret!(DataType::Float64), trunc).alias(&["truncate"]),
+    ]
+}
+
+fn f64_unary(a: &Args, name: &str, f: impl Fn(f64) -> Result<f64, &'static str>) -> DFResult<ArrayRef> {
+    let x = a.prim::<Float64Type>(0)?;
+    prim_out::<Float64Type>(a.rows, |i| match x.get(i) {
+        None => Ok(None),
+        Some(v) => f(v).map(Some).map_err(|e| fn_error(name, format!("{e}, got {v}"))),
+    })
+}
+
+fn f64_binary(a: &Args, name: &str, f: impl Fn(f64, f64) -> Result<f64, &'static str>) -> DFResult<ArrayRef> {
+    let (x, y) = (a.prim::<Float64Type>(0)?, a.prim::<Float64Type>(1)?);
+    prim_out::<Float64Type>(a.rows, |i| match (x.get(i), y.get(i)) {
+        (Some(u), Some(v)) => f(u, v).map(Some).map_err(|e| fn_error(name, format!("{e}, got {u}, {v}"))),
+        _ => Ok(None),
+    })
+}
+
+/// The argument as an array of `rows` rows (a constant is repeated).
+fn full(a: &Args, k: usize) -> DFResult<ArrayRef> {
+    if a.is_scalar(k) && a.rows != 1 {
+        Ok(ScalarValue::try_from_array(a.array(k), 0)?.to_array_of_size(a.rows)?)
+    } else {
+        Ok(a.array(k).clone())
+    }
+}
+
+fn map_prim<T: ArrowPrimitiveType>(arr: &ArrayRef, f: impl Fn(T::Native) -> T::Native) -> ArrayRef {
+    let p: &PrimitiveArray<T> = arr.as_primitive::<T>();
+    Arc::new(p.unary::<_, T>(f).with_data_type(arr.data_type().clone()))
+}
+
+fn abs(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
+    let arr = full(a, 0)?;
+    Ok(match arr.data_type() {
+        DataType::Int8 => map_prim::<Int8Type>(&arr, |v| v.wrapping_abs()),
+        DataType::Int16 => map_prim::<Int16Type>(&arr, |v| v.wrapping_abs()),
+        DataType::Int32 => map_prim::<Int32Type>(&arr, |v| v.wrapping_abs()),
+        DataType::Int64 => map_prim::<Int64Type>(&arr, |v| v.wrapping_abs()),
+        DataType::Float32 => map_prim::<Float32Type>(&arr, |v| v.abs()),
+        DataType::Float64 => map_prim::<Float64Type>(&arr, |v| v.abs()),
+        DataType::Decimal128(_, _) => map_prim::<Decimal128Type>(&arr, |v| v.wrapping_abs()),
+        other => return exec_err!("function ABS(): unsupported type {other}"),
+    })
+}
+
+fn modulo(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
+    let l = arrow::compute::cast(&full(a, 0)?, ret)?;
+    let r = full(a, 1)?;
+    let r = arrow::compute::cast(&r, ret)?;
+    let out = arrow::compute::kernels::numeric::rem(&l, &r).map_err(|e| fn_error("mod", e))?;
+    Ok(if out.data_type() == ret { out } else { arrow::compute::cast(&out, ret)? })
+}
+
+/// Java's RoundingMode values SeaTunnel uses.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    HalfUp,
+    Ceiling,
+    Floor,
+    Down,
+}
+
+fn round_div(v: i128, factor: i128, mode: Mode) -> i128 {
+    let q = v / factor;
+    let r = v % factor;
+    if r == 0 {
+        return q;
+    }
+    match mode {
+        Mode::Down => q,
+        Mode::Ceiling => {
+            if v > 0 {
+                q + 1
+            } else {
+                q
+            }
+        }
+        Mode::Floor => {
+            if v < 0 {
+                q - 1
+            } else {
+                q
+            }
+        }
+        Mode::HalfUp => {
+            if r.abs() * 2 >= factor {
+                q + v.signum()
+            } else {
+                q
+            }
+        }
+    }
+}
+
+/// Rounds an integer to `scale` (only negative scales change it).
+fn round_int(v: i64, scale: i64, mode: Mode) -> i64 {
+    if scale >= 0 || scale < -18 {
+        return v;
+    }
+    let f = 10i128.pow((-scale) as u32);
+    (round_div(v as i128, f, mode) * f) as i64
+}
+
+/// Rounds a double as Java's `BigDecimal.valueOf(d).setScale(scale, mode)`: on its shortest
+/// decimal text, so `round(2.675, 2)` is 2.68 as in SeaTunnel.
+fn round_f64(d: f64, scale: i64, mode: Mode) -> f64 {
+    if !d.is_finite() {
+        return d;
+    }
+    let scale = scale.clamp(-300, 300) as i32;
+    let m = 10f64.powi(scale);
+    let x = d * m;
+    let simple = match mode {
+        Mode::Down => Some(x.trunc()),
+        Mode::Ceiling => Some(x.ceil()),
+        Mode::Floor => Some(x.floor()),
+        // Away from a tie the binary product rounds the same as the decimal text.
+        Mode::HalfUp if ((x - x.trunc()).abs() - 0.5).abs() > 1e-6 => Some(x.round()),
+        Mode::HalfUp => None,
+    };
+    if let Some(r) = simple {
+        if scale == 0 {
+            return r;
+        }
+        return r / m;
+    }
+    // A (near) tie: decide on the decimal digits.
+    let text = format!("{d}");
+    let (neg, digits) = match text.strip_prefix('-') {
+        Some(t) => (true, t),
+        None => (false, text.as_str()),
+    };
+    let (ip, fp) = digits.split_once('.').unwrap_or((digits, ""));
+    let keep = scale.max(0) as usize;
+    let next = fp.as_bytes().get(keep).copied().unwrap_or(b'0');
+    let truncated: f64 = format!("{ip}.{}", &fp[..keep.min(fp.len())]).parse().unwrap_or(d.abs());
+    let r = if next >= b'5' { truncated + 1.0 / m } else { truncated };
+    let r = (r * m).round() / m;
+    if neg {
+        -r
+    } else {
+        r
+    }
+}
+
+fn scale_arg(a: &Args, i: usize) -> DFResult<i64> {
+    Ok(a.opt_i64(1, i)?.unwrap_or(0))
+}
+
+fn round_generic(a: &Args, mode: Mode) -> DFResult<ArrayRef> {
+    let t = a.data_type(0).clone();
+    macro_rules! ints {
+        ($ty:ty, $n:ty) => {{
+            let x = a.prim::<$ty>(0)?;
+            prim_out::<$ty>(a.rows, |i| Ok(x.get(i).map(|v| round_int(v as i64, scale_arg(a, i).unwrap_or(0), mode) as $n)))?
+        }};
+    }
+    Ok(match &t {
+        DataType::Int8 => ints!(Int8Type, i8),
+        DataType::Int16 => ints!(Int16Type, i16),
+        DataType::Int32 => ints!(Int32Type, i32),
+        DataType::Int64 => ints!(Int64Type, i64),
+        DataType::Float32 => {
+            let x = a.prim::<Float32Type>(0)?;
+            prim_out::<Float32Type>(a.rows, |i| Ok(x.get(i).map(|v| round_f64(v as f64, scale_arg(a, i).unwrap_or(0), mode) as f32)))?
+        }
+        DataType::Float64 => {
+            let x = a.prim::<Float64Type>(0)?;
+            prim_out::<Float64Type>(a.rows, |i| Ok(x.get(i).map(|v| round_f64(v, scale_arg(a, i).unwrap_or(0), mode))))?
+        }
+        DataType::Decimal128(p, s) => {
+            let x = a.prim::<Decimal128Type>(0)?;
+            let s = *s as i64;
+            let out = prim_out::<Decimal128Type>(a.rows, |i| {
+                Ok(x.get(i).map(|v| {
+                    let scale = scale_arg(a, i).unwrap_or(0);
+                    if scale >= s || s - scale > 38 {
+                        v
+                    } else {
+                        let f = 10i128.pow((s - scale) as u32);
+                        round_div(v, f, mode).saturating_mul(f)
+                    }
+                }))
+            })?;
+            Arc::new(out.as_primitive::<Decimal128Type>().clone().with_data_type(DataType::Decimal128(*p, s as i8)))
+        }
+        other => return exec_err!("unsupported type {other}"),
+    })
+}
+
+fn round(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
+    round_generic(a, Mode::HalfUp)
+}
+
+fn to_f64(arr: &ArrayRef) -> DFResult<ArrayRef> {
+    Ok(arrow::compute::cast(arr, &DataType::Float64)?)
+}
+
+fn ceil_floor(a: &Args, mode: Mode) -> DFResult<ArrayRef> {
+    let rounded = round_generic(a, mode)?;
+    // SeaTunnel returns the rounded value's intValue().
+    let f = to_f64(&rounded)?;
+    let f = f.as_primitive::<Float64Type>();
+    prim_out::<Int32Type>(a.rows, |i| Ok(if f.is_null(i) { None } else { Some(f.value(i) as i32) }))
+}
+
+fn trunc(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
+    let rounded = round_generic(a, Mode::Down)?;
+    to_f64(&rounded)
+}
+
+fn sign(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
+    let f = to_f64(a.array(0))?;
+    let f = f.as_primitive::<Float64Type>();
+    let scalar = a.is_scalar(0);
+    prim_out::<Int32Type>(a.rows, |i| {
+        let j = if scalar { 0 } else { i };
+        // SeaTunnel's SIGN(NULL) is 0.
+        if f.is_null(j) {
+            return Ok(Some(0));
+        }
+        let v = f.value(j);
+        Ok(Some(if v == 0.0 || v.is_nan() {
+            0
+        } else if v < 0.0 {
+            -1
+        } else {
+            1
+        }))
+    })
+}
+
+/// `java.util.Random(seed).nextDouble()`, so a seeded RAND gives SeaTunnel's value.
+pub(crate) fn java_random_double(seed: i64) -> f64 {
+    const MUL: i64 = 0x5DEECE66D;
+    const MASK: i64 = (1 << 48) - 1;
+    let mut s = (seed ^ MUL) & MASK;
+    let mut next = |bits: u32| -> i64 {
+        s = (s.wrapping_mul(MUL).wrapping_add(0xB)) & MASK;
+        (s >> (48 - bits)) as i32 as i64
+    };
+    let hi = next(26);
+    let lo = next(27);
+    ((hi << 27) + lo) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+fn random(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
+    let seeded = a.len() > 0;
+    prim_out::<Float64Type>(a.rows, |i| {
+        if seeded {
+            if let Some(seed) = a.opt_i64(0, i)? {
+                return Ok(Some(java_random_double(seed as i32 as i64)));
+            }
+        }
+        Ok(Some(rand::random::<f64>()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_half_up_on_decimal_text() {
+        assert_eq!(round_f64(2.675, 2, Mode::HalfUp), 2.68);
+        assert_eq!(round_f64(-2.5, 0, Mode::HalfUp), -3.0);
+        assert_eq!(round_f64(1.234, 1, Mode::HalfUp), 1.2);
+        assert_eq!(round_f64(1.25, 1, Mode::Down), 1.2);
+        assert_eq!(round_int(155, -1, Mode::HalfUp), 160);
+        assert_eq!(round_int(-155, -1, Mode::Down), -150);
+    }
+
+    #[test]
+    fn java_random_matches_java() {
+        // new java.util.Random(42).nextDouble()
+        assert_eq!(java_random_double(42), 0.7275636800328681);
+    }
+}
