@@ -10,7 +10,15 @@ mod common;
 pub mod copy;
 pub mod field_mapper;
 pub mod filter;
+pub mod filter_row_kind;
+pub mod replace;
+pub mod row_kind_extractor;
+pub mod split;
 
 pub use copy::CopyTransformFactory;
 pub use field_mapper::FieldMapperTransformFactory;
 pub use filter::FilterTransformFactory;
+pub use filter_row_kind::FilterRowKindTransformFactory;
+pub use replace::ReplaceTransformFactory;
+pub use row_kind_extractor::RowKindExtractorTransformFactory;
+pub use split::SplitTransformFactory;
