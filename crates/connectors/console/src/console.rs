@@ -181,14 +181,15 @@ impl ConsoleWriter {
         &self.text
     }
 
-    fn print_text(text: &str) -> Result<()> {
+    fn print_text(text: &str) -> std::io::Result<()> {
         let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())
-            .and_then(|_| out.flush())
-            .map_err(|e| {
-                FerryError::external(COMPONENT, format!("cannot write to standard output: {e}"))
-            })
+        out.write_all(text.as_bytes())?;
+        out.flush()
     }
+}
+
+fn stdout_error(e: std::io::Error) -> FerryError {
+    FerryError::external(COMPONENT, format!("cannot write to standard output: {e}"))
 }
 
 impl SinkWriter for ConsoleWriter {
@@ -204,12 +205,12 @@ impl SinkWriter for ConsoleWriter {
         if self.delay.is_zero() {
             // One locked write per batch: no per-row flush.
             self.render(batch);
-            return Self::print_text(&self.text);
+            return Self::print_text(&self.text).map_err(stdout_error);
         }
         // With a delay, rows appear one at a time, as SeaTunnel sleeps after each row.
         self.render(batch);
         for line in self.text.split_inclusive('\n') {
-            Self::print_text(line)?;
+            Self::print_text(line).map_err(stdout_error)?;
             std::thread::sleep(self.delay);
         }
         Ok(())
