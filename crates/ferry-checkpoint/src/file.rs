@@ -230,7 +230,7 @@ pub fn write_atomic(path: &Path, body: &[u8]) -> Result<()> {
     let io = |e| FerryError::io("checkpoint", tmp.display(), e);
     let mut f = fs::File::create(&tmp).map_err(io)?;
     f.write_all(body).map_err(io)?;
-    write!(f, "{TRAILER}{:08x}\n", crc32fast::hash(body)).map_err(io)?;
+    writeln!(f, "{TRAILER}{:08x}", crc32fast::hash(body)).map_err(io)?;
     f.sync_all().map_err(io)?;
     drop(f);
     fs::rename(&tmp, path).map_err(|e| FerryError::io("checkpoint", path.display(), e))?;

@@ -265,30 +265,6 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
     std::thread::Builder::new().name(name.to_string()).spawn(f).map_err(|e| FerryError::internal(format!("cannot start thread {name}: {e}")))
 }
 
-/// For each source, the sinks its rows can reach.
-fn sink_reach(plan: &JobPlan) -> Vec<Vec<usize>> {
-    fn walk(plan: &JobPlan, stream: &str, out: &mut Vec<usize>) {
-        for (k, s) in plan.sinks.iter().enumerate() {
-            if s.inputs.iter().any(|i| i == stream) && !out.contains(&k) {
-                out.push(k);
-            }
-        }
-        for t in &plan.transforms {
-            if t.inputs.iter().any(|i| i == stream) {
-                walk(plan, &t.output, out);
-            }
-        }
-    }
-    plan.sources
-        .iter()
-        .map(|s| {
-            let mut v = Vec::new();
-            walk(plan, &s.output, &mut v);
-            v
-        })
-        .collect()
-}
-
 /// The routes for rows of `stream` in reader `subtask`: chained transform instances
 /// and the writer channel of every sink reached.
 fn build_routes(
@@ -586,7 +562,10 @@ impl Coordinator<'_> {
             match ev {
                 Event::Failed(FerryError::Cancelled) if self.cancel.load(Ordering::SeqCst) => {}
                 Event::Failed(e) => return Err(e),
-                Event::ReaderFinished { .. } => finished_readers += 1,
+                Event::ReaderFinished { source, subtask } => {
+                    tracing::debug!(source = %self.plan.sources[source].plugin, subtask, "reader finished");
+                    finished_readers += 1;
+                }
                 Event::ReaderSnapshot { source, subtask, id, splits } => {
                     if let Some(f) = inflight.as_mut().filter(|f| f.id == id) {
                         f.data.sources[source].readers[subtask] = splits;
