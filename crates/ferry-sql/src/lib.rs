@@ -17,8 +17,8 @@ mod plan;
 use std::sync::Arc;
 
 use ferry_api::{
-    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
-    TransformInstance,
+    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema,
+    Transform, TransformFactory, TransformInstance,
 };
 
 /// The `Sql` transform's factory (plugin name `Sql`; job files also write `sql`).
@@ -43,23 +43,40 @@ impl TransformFactory for SqlTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
         let query = options.required_string("query")?;
         options.finish(SPECS)?;
         let table = match input {
             [t] => t,
-            [] => return Err(options.error("", "the Sql transform needs an input table (set plugin_input)")),
+            [] => {
+                return Err(options.error(
+                    "",
+                    "the Sql transform needs an input table (set plugin_input)",
+                ))
+            }
             many => {
                 let names: Vec<&str> = many.iter().map(|t| t.name.as_ref()).collect();
                 return Err(options.error(
                     "",
-                    format!("the Sql transform reads exactly one table, got {} ({})", many.len(), names.join(", ")),
+                    format!(
+                        "the Sql transform reads exactly one table, got {} ({})",
+                        many.len(),
+                        names.join(", ")
+                    ),
                 ));
             }
         };
         let compiled = plan::compile(&query, &table.name, &table.schema)
             .map_err(|e| options.error("query", format!("{e}, in query `{}`", query.trim())))?;
-        Ok(Arc::new(SqlTransform { name: table.name.clone(), compiled: Arc::new(compiled) }))
+        Ok(Arc::new(SqlTransform {
+            name: table.name.clone(),
+            compiled: Arc::new(compiled),
+        }))
     }
 }
 
@@ -72,11 +89,17 @@ struct SqlTransform {
 
 impl Transform for SqlTransform {
     fn output_tables(&self) -> Vec<TableSchema> {
-        vec![TableSchema::new(self.name.clone(), self.compiled.output.clone())]
+        vec![TableSchema::new(
+            self.name.clone(),
+            self.compiled.output.clone(),
+        )]
     }
 
     fn create_instance(&self) -> Result<Box<dyn TransformInstance>> {
-        Ok(Box::new(SqlInstance { name: self.name.clone(), compiled: self.compiled.clone() }))
+        Ok(Box::new(SqlInstance {
+            name: self.name.clone(),
+            compiled: self.compiled.clone(),
+        }))
     }
 }
 
@@ -87,7 +110,10 @@ struct SqlInstance {
 
 impl TransformInstance for SqlInstance {
     fn transform(&mut self, batch: ChangeBatch) -> Result<Option<ChangeBatch>> {
-        let out = self.compiled.run(batch).map_err(|e| FerryError::data("transform Sql", plan::df_message(&e)))?;
+        let out = self
+            .compiled
+            .run(batch)
+            .map_err(|e| FerryError::data("transform Sql", plan::df_message(&e)))?;
         Ok(out.map(|mut b| {
             b.table = self.name.clone();
             b

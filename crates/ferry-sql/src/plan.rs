@@ -48,7 +48,14 @@ impl std::fmt::Debug for Step {
         match self {
             Step::Select(c) => write!(f, "Select({c:?})"),
             Step::Filter(e) => write!(f, "Filter({e})"),
-            Step::Project(e, _) => write!(f, "Project({})", e.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")),
+            Step::Project(e, _) => write!(
+                f,
+                "Project({})",
+                e.iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Step::DropAll => write!(f, "DropAll"),
         }
     }
@@ -59,11 +66,15 @@ impl std::fmt::Debug for Step {
 struct SeaTunnelTypes;
 
 impl TypePlanner for SeaTunnelTypes {
-    fn plan_type_field(&self, sql_type: &ast::DataType) -> DFResult<Option<arrow::datatypes::FieldRef>> {
+    fn plan_type_field(
+        &self,
+        sql_type: &ast::DataType,
+    ) -> DFResult<Option<arrow::datatypes::FieldRef>> {
         let text = sql_type.to_string().to_ascii_lowercase();
         let base = text.split('(').next().unwrap_or("").trim();
         let dt = match base {
-            "string" | "varchar" | "text" | "char" | "character varying" | "char varying" | "character" | "nvarchar" => DataType::Utf8,
+            "string" | "varchar" | "text" | "char" | "character varying" | "char varying"
+            | "character" | "nvarchar" => DataType::Utf8,
             "int" | "integer" | "int4" => DataType::Int32,
             "bigint" | "long" | "int8" => DataType::Int64,
             "smallint" | "int2" => DataType::Int16,
@@ -71,8 +82,12 @@ impl TypePlanner for SeaTunnelTypes {
             "double" | "double precision" | "float8" => DataType::Float64,
             "float" | "real" | "float4" => DataType::Float32,
             "bytes" | "binary" | "varbinary" | "bytea" | "blob" => DataType::Binary,
-            "timestamp" | "datetime" | "timestamp without time zone" => DataType::Timestamp(TimeUnit::Microsecond, None),
-            "timestamp with time zone" | "timestamp_tz" | "timestamptz" => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            "timestamp" | "datetime" | "timestamp without time zone" => {
+                DataType::Timestamp(TimeUnit::Microsecond, None)
+            }
+            "timestamp with time zone" | "timestamp_tz" | "timestamptz" => {
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+            }
             "date" => DataType::Date32,
             "time" | "time without time zone" => DataType::Time64(TimeUnit::Microsecond),
             "boolean" | "bool" => DataType::Boolean,
@@ -111,12 +126,16 @@ pub(crate) fn compile(query: &str, table: &str, input: &SchemaRef) -> Result<Com
     let mine = functions::by_name(&udfs);
 
     let state = ctx.state();
-    let mut statement = state.sql_to_statement(query, &Dialect::Generic).map_err(|e| df_message(&e))?;
+    let mut statement = state
+        .sql_to_statement(query, &Dialect::Generic)
+        .map_err(|e| df_message(&e))?;
     name_columns_as_seatunnel(&mut statement)?;
 
     // SeaTunnel only warns when the FROM name differs from the input table's: every table
     // the query names is the input.
-    let refs = state.resolve_table_references(&statement).map_err(|e| df_message(&e))?;
+    let refs = state
+        .resolve_table_references(&statement)
+        .map_err(|e| df_message(&e))?;
     let mut seen = std::collections::HashSet::new();
     for r in refs {
         if !seen.insert(r.table().to_string()) {
@@ -126,17 +145,23 @@ pub(crate) fn compile(query: &str, table: &str, input: &SchemaRef) -> Result<Com
             return Err(format!("table '{r}': schema-qualified table names are not supported; name the input table ('{table}')"));
         }
         let provider = Arc::new(EmptyTable::new(input.clone()));
-        ctx.register_table(TableReference::bare(r.table()), provider).map_err(|e| df_message(&e))?;
+        ctx.register_table(TableReference::bare(r.table()), provider)
+            .map_err(|e| df_message(&e))?;
     }
     let state = ctx.state();
-    let plan = futures::executor::block_on(state.statement_to_plan(statement)).map_err(|e| df_message(&e))?;
+    let plan = futures::executor::block_on(state.statement_to_plan(statement))
+        .map_err(|e| df_message(&e))?;
+    check_supported(&plan)?;
     let plan = seatunnel_semantics(plan, &mine).map_err(|e| df_message(&e))?;
     let plan = state.optimize(&plan).map_err(|e| df_message(&e))?;
 
     let mut steps = Vec::new();
     compile_plan(&plan, &state, &mut steps)?;
     let output = seatunnel_schema(plan.schema().as_arrow())?;
-    Ok(Compiled { steps, output: Arc::new(output) })
+    Ok(Compiled {
+        steps,
+        output: Arc::new(output),
+    })
 }
 
 /// Names unaliased select items as SeaTunnel does: a column by its (last) name, any other
@@ -148,41 +173,104 @@ fn name_columns_as_seatunnel(statement: &mut DFStatement) -> Result<(), String> 
     let ast::Statement::Query(q) = st.as_mut() else {
         return Err("only SELECT queries are supported".into());
     };
-    if let SetExpr::Select(select) = q.body.as_mut() {
-        for item in select.projection.iter_mut() {
-            if let SelectItem::UnnamedExpr(e) = item {
-                let alias = match &*e {
-                    ast::Expr::Identifier(_) => continue,
-                    ast::Expr::CompoundIdentifier(parts) => match parts.last() {
-                        Some(p) => Ident::with_quote('"', p.value.clone()),
-                        None => continue,
-                    },
-                    other => Ident::with_quote('"', other.to_string()),
-                };
-                *item = SelectItem::ExprWithAlias { expr: e.clone(), alias };
-            }
+    name_query_columns(q);
+    Ok(())
+}
+
+fn name_query_columns(q: &mut ast::Query) {
+    let SetExpr::Select(select) = q.body.as_mut() else {
+        return;
+    };
+    for item in select.projection.iter_mut() {
+        if let SelectItem::UnnamedExpr(e) = item {
+            let alias = match &*e {
+                ast::Expr::Identifier(_) => continue,
+                ast::Expr::CompoundIdentifier(parts) => match parts.last() {
+                    Some(p) => Ident::with_quote('"', p.value.clone()),
+                    None => continue,
+                },
+                other => Ident::with_quote('"', other.to_string()),
+            };
+            *item = SelectItem::ExprWithAlias {
+                expr: e.clone(),
+                alias,
+            };
         }
     }
-    Ok(())
+    // Sub-queries in FROM too, so that their column names survive the literal rewrite.
+    for t in select.from.iter_mut() {
+        if let ast::TableFactor::Derived { subquery, .. } = &mut t.relation {
+            name_query_columns(subquery);
+        }
+    }
+}
+
+/// Rejects what SeaTunnel's Sql transform does not do, before anything is rewritten.
+fn check_supported(plan: &LogicalPlan) -> Result<(), String> {
+    let mut err = None;
+    let _ = plan.apply(|p| {
+        let what = match p {
+            LogicalPlan::Projection(_)
+            | LogicalPlan::Filter(_)
+            | LogicalPlan::TableScan(_)
+            | LogicalPlan::SubqueryAlias(_)
+            | LogicalPlan::EmptyRelation(_) => None,
+            LogicalPlan::Aggregate(_) => {
+                Some("aggregations (GROUP BY, COUNT, SUM, …) are".to_string())
+            }
+            LogicalPlan::Join(_) => Some("joins are".to_string()),
+            LogicalPlan::Sort(_) => Some("ORDER BY is".to_string()),
+            LogicalPlan::Limit(_) => Some("LIMIT and OFFSET are".to_string()),
+            LogicalPlan::Distinct(_) => Some("DISTINCT is".to_string()),
+            LogicalPlan::Window(_) => Some("window functions are".to_string()),
+            LogicalPlan::Union(_) => Some("UNION is".to_string()),
+            other => Some(format!("'{}' is", other.display())),
+        };
+        Ok(match what {
+            Some(w) => {
+                err = Some(unsupported(&w));
+                datafusion::common::tree_node::TreeNodeRecursion::Stop
+            }
+            None => datafusion::common::tree_node::TreeNodeRecursion::Continue,
+        })
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Rewrites the plan to SeaTunnel's semantics before types are coerced: whole-number
 /// literals that fit are `int` (so `age + 1` stays int), `||` skips nulls like CONCAT, and
 /// DataFusion functions the planner inserts itself (EXTRACT, SUBSTRING … FROM, TRIM …
 /// FROM) become SeaTunnel's.
-fn seatunnel_semantics(plan: LogicalPlan, mine: &HashMap<String, Arc<ScalarUDF>>) -> DFResult<LogicalPlan> {
+fn seatunnel_semantics(
+    plan: LogicalPlan,
+    mine: &HashMap<String, Arc<ScalarUDF>>,
+) -> DFResult<LogicalPlan> {
     let concat = mine.get("concat").cloned();
     let rewrite = |e: Expr| -> DFResult<Transformed<Expr>> {
         Ok(match e {
             Expr::Literal(ScalarValue::Int64(Some(v)), meta) if i32::try_from(v).is_ok() => {
                 Transformed::yes(Expr::Literal(ScalarValue::Int32(Some(v as i32)), meta))
             }
-            Expr::BinaryExpr(BinaryExpr { left, op: Operator::StringConcat, right }) if concat.is_some() => {
-                let f = concat.clone().ok_or_else(|| DataFusionError::Internal("concat is not registered".into()))?;
-                Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(f, vec![*left, *right])))
+            Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::StringConcat,
+                right,
+            }) if concat.is_some() => {
+                let f = concat
+                    .clone()
+                    .ok_or_else(|| DataFusionError::Internal("concat is not registered".into()))?;
+                Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
+                    f,
+                    vec![*left, *right],
+                )))
             }
             Expr::ScalarFunction(f) => match mine.get(f.func.name()) {
-                Some(m) if !same_udf(m, &f.func) => Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(m.clone(), f.args))),
+                Some(m) if !same_udf(m, &f.func) => Transformed::yes(Expr::ScalarFunction(
+                    ScalarFunction::new_udf(m.clone(), f.args),
+                )),
                 _ => Transformed::no(Expr::ScalarFunction(f)),
             },
             other => Transformed::no(other),
@@ -208,8 +296,16 @@ fn unsupported(what: &str) -> String {
     format!("{what} not supported: the Sql transform maps each row of one table on its own (projection and WHERE only, as in SeaTunnel)")
 }
 
-fn compile_plan(plan: &LogicalPlan, state: &datafusion::execution::session_state::SessionState, steps: &mut Vec<Step>) -> Result<(), String> {
-    let phys = |e: &Expr, p: &LogicalPlan| state.create_physical_expr(e.clone(), p.schema()).map_err(|e| df_message(&e));
+fn compile_plan(
+    plan: &LogicalPlan,
+    state: &datafusion::execution::session_state::SessionState,
+    steps: &mut Vec<Step>,
+) -> Result<(), String> {
+    let phys = |e: &Expr, p: &LogicalPlan| {
+        state
+            .create_physical_expr(e.clone(), p.schema())
+            .map_err(|e| df_message(&e))
+    };
     match plan {
         LogicalPlan::TableScan(scan) => {
             if scan.fetch.is_some() {
@@ -221,7 +317,9 @@ fn compile_plan(plan: &LogicalPlan, state: &datafusion::execution::session_state
             for f in &scan.filters {
                 // Filters are only pushed into scans that accept them; ours does not, but
                 // honour any that arrive.
-                let e = state.create_physical_expr(f.clone(), &scan.projected_schema).map_err(|e| df_message(&e))?;
+                let e = state
+                    .create_physical_expr(f.clone(), &scan.projected_schema)
+                    .map_err(|e| df_message(&e))?;
                 steps.push(Step::Filter(e));
             }
             Ok(())
@@ -233,9 +331,19 @@ fn compile_plan(plan: &LogicalPlan, state: &datafusion::execution::session_state
         }
         LogicalPlan::Projection(p) => {
             compile_plan(&p.input, state, steps)?;
-            let exprs = p.expr.iter().map(|e| phys(e, &p.input)).collect::<Result<Vec<_>, _>>()?;
+            let exprs = p
+                .expr
+                .iter()
+                .map(|e| phys(e, &p.input))
+                .collect::<Result<Vec<_>, _>>()?;
             // Nullable throughout: a batch never fails on a nullability DataFusion inferred.
-            let fields: Vec<Field> = p.schema.as_arrow().fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
+            let fields: Vec<Field> = p
+                .schema
+                .as_arrow()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect();
             steps.push(Step::Project(exprs, Arc::new(Schema::new(fields))));
             Ok(())
         }
@@ -244,7 +352,9 @@ fn compile_plan(plan: &LogicalPlan, state: &datafusion::execution::session_state
             steps.push(Step::DropAll);
             Ok(())
         }
-        LogicalPlan::EmptyRelation(_) => Err("a query must read the input table (FROM is missing)".into()),
+        LogicalPlan::EmptyRelation(_) => {
+            Err("a query must read the input table (FROM is missing)".into())
+        }
         LogicalPlan::Aggregate(_) => Err(unsupported("aggregations (GROUP BY, COUNT, SUM, …) are")),
         LogicalPlan::Join(_) => Err(unsupported("joins are")),
         LogicalPlan::Sort(_) => Err(unsupported("ORDER BY is")),
@@ -321,7 +431,13 @@ fn seatunnel_schema(s: &Schema) -> Result<Schema, String> {
     let fields = s
         .fields()
         .iter()
-        .map(|f| Ok(Field::new(f.name(), seatunnel_type(f.name(), f.data_type())?, true)))
+        .map(|f| {
+            Ok(Field::new(
+                f.name(),
+                seatunnel_type(f.name(), f.data_type())?,
+                true,
+            ))
+        })
         .collect::<Result<Vec<_>, String>>()?;
     Ok(Schema::new(fields))
 }
@@ -339,16 +455,20 @@ impl Compiled {
                 Step::Filter(pred) => {
                     let rows = cur.num_rows();
                     let v = pred.evaluate(&cur.data)?.into_array(rows)?;
-                    let mask = v
-                        .as_any()
-                        .downcast_ref::<BooleanArray>()
-                        .ok_or_else(|| DataFusionError::Execution(format!("WHERE must be a condition, found {}", v.data_type())))?;
+                    let mask = v.as_any().downcast_ref::<BooleanArray>().ok_or_else(|| {
+                        DataFusionError::Execution(format!(
+                            "WHERE must be a condition, found {}",
+                            v.data_type()
+                        ))
+                    })?;
                     let keep = mask.true_count();
                     if keep == 0 {
                         return Ok(None);
                     }
                     if keep < rows {
-                        cur = cur.filter(mask).map_err(|e| DataFusionError::Execution(e.to_string()))?;
+                        cur = cur
+                            .filter(mask)
+                            .map_err(|e| DataFusionError::Execution(e.to_string()))?;
                     }
                 }
                 Step::Project(exprs, schema) => {
@@ -356,7 +476,11 @@ impl Compiled {
                     let mut cols = Vec::with_capacity(exprs.len());
                     for (e, f) in exprs.iter().zip(schema.fields()) {
                         let c = e.evaluate(&cur.data)?.into_array(rows)?;
-                        cols.push(if c.data_type() == f.data_type() { c } else { arrow::compute::cast(&c, f.data_type())? });
+                        cols.push(if c.data_type() == f.data_type() {
+                            c
+                        } else {
+                            arrow::compute::cast(&c, f.data_type())?
+                        });
                     }
                     let data = RecordBatch::try_new_with_options(
                         schema.clone(),
@@ -375,7 +499,11 @@ impl Compiled {
         let rows = cur.num_rows();
         let mut cols = Vec::with_capacity(self.output.fields().len());
         for (c, f) in cur.data.columns().iter().zip(self.output.fields()) {
-            cols.push(if c.data_type() == f.data_type() { c.clone() } else { arrow::compute::cast(c, f.data_type())? });
+            cols.push(if c.data_type() == f.data_type() {
+                c.clone()
+            } else {
+                arrow::compute::cast(c, f.data_type())?
+            });
         }
         let data = RecordBatch::try_new_with_options(
             self.output.clone(),

@@ -16,7 +16,10 @@ use crate::SqlTransformFactory;
 /// A table `name` with `fields` (SeaTunnel type names) and rows given as JSON lists.
 fn table(name: &str, fields: &[(&str, &str)], rows: Value) -> (TableSchema, RecordBatch) {
     let schema: SchemaRef = Arc::new(Schema::new(
-        fields.iter().map(|(n, t)| Field::new(*n, parse_type(t).unwrap(), true)).collect::<Vec<_>>(),
+        fields
+            .iter()
+            .map(|(n, t)| Field::new(*n, parse_type(t).unwrap(), true))
+            .collect::<Vec<_>>(),
     ));
     let rows = rows.as_array().unwrap().clone();
     let cols: Vec<ArrayRef> = (0..fields.len())
@@ -35,18 +38,38 @@ fn create(query: &str, input: &TableSchema) -> ferry_api::Result<Arc<dyn ferry_a
 }
 
 /// Output columns as (name, SeaTunnel type) and rows as JSON.
-fn run(query: &str, input: &TableSchema, batch: RecordBatch) -> (Vec<(String, String)>, Vec<Vec<Value>>) {
+fn run(
+    query: &str,
+    input: &TableSchema,
+    batch: RecordBatch,
+) -> (Vec<(String, String)>, Vec<Vec<Value>>) {
     let t = create(query, input).unwrap_or_else(|e| panic!("{query}: {e}"));
     let out_schema = t.output_tables()[0].schema.clone();
     let mut inst = t.create_instance().unwrap();
-    let out = inst.transform(ChangeBatch::inserts(input.name.clone(), batch)).unwrap_or_else(|e| panic!("{query}: {e}"));
-    let cols = out_schema.fields().iter().map(|f| (f.name().clone(), type_name(f.data_type()))).collect();
+    let out = inst
+        .transform(ChangeBatch::inserts(input.name.clone(), batch))
+        .unwrap_or_else(|e| panic!("{query}: {e}"));
+    let cols = out_schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), type_name(f.data_type())))
+        .collect();
     let rows = match out {
         None => vec![],
         Some(b) => {
-            assert_eq!(b.data.schema(), out_schema, "batch schema must be the declared output schema");
+            assert_eq!(
+                b.data.schema(),
+                out_schema,
+                "batch schema must be the declared output schema"
+            );
             (0..b.num_rows())
-                .map(|i| b.data.columns().iter().map(|c| array_value_to_json(c.as_ref(), i, RowStyle::Positional)).collect())
+                .map(|i| {
+                    b.data
+                        .columns()
+                        .iter()
+                        .map(|c| array_value_to_json(c.as_ref(), i, RowStyle::Positional))
+                        .collect()
+                })
                 .collect()
         }
     };
@@ -69,7 +92,18 @@ fn sample() -> (TableSchema, RecordBatch) {
             ("nul", "string"),
             ("nul_i", "int"),
         ],
-        json!([["Joy Ding", 5, 10000000000i64, -2.5, "12.35", "2022-12-12T23:34:45", "2020-02-29", "13:34:45", null, null]]),
+        json!([[
+            "Joy Ding",
+            5,
+            10000000000i64,
+            -2.5,
+            "12.35",
+            "2022-12-12T23:34:45",
+            "2020-02-29",
+            "13:34:45",
+            null,
+            null
+        ]]),
     )
 }
 
@@ -82,7 +116,12 @@ fn eval(expr: &str) -> (String, Value) {
 
 fn check(expr: &str, ty: &str, v: Value) {
     let (t, got) = eval(expr);
-    assert_eq!((t.as_str(), &got), (ty, &v), "{expr}");
+    // Numbers compare by value: a double 5.0 prints as 5.
+    let same = match (got.as_f64(), v.as_f64()) {
+        (Some(a), Some(b)) => a == b,
+        _ => got == v,
+    };
+    assert!(t == ty && same, "{expr}: got {t} {got}, expected {ty} {v}");
 }
 
 fn error_of(query: &str, input: &TableSchema) -> String {
@@ -136,7 +175,12 @@ fn sql_transform_conf() {
 fn criteria_filter_conf() {
     let (t, b) = table(
         "fake",
-        &[("id", "int"), ("name", "string"), ("age", "int"), ("email", "string")],
+        &[
+            ("id", "int"),
+            ("name", "string"),
+            ("age", "int"),
+            ("email", "string"),
+        ],
         json!([
             [1, "Joy Ding", 20, null],
             [2, "May Ding", 22, "may_ding@apache.com"],
@@ -165,7 +209,10 @@ fn criteria_filter_conf() {
     "#;
     let (cols, rows) = run(q, &t, b);
     assert_eq!(cols[0], ("id".to_string(), "int".to_string()));
-    assert_eq!(rows, vec![vec![json!(1), json!("Joy Ding"), json!(20), Value::Null]]);
+    assert_eq!(
+        rows,
+        vec![vec![json!(1), json!("Joy Ding"), json!(20), Value::Null]]
+    );
 }
 
 #[test]
@@ -187,7 +234,21 @@ fn func_string_conf() {
             ("c10", "string"),
             ("c11", "timestamp"),
         ],
-        json!([[1, "Joy Ding", "A", "b", "&", "&^^$wef9", 98, "0037", "7", "*Joy_Ding@s.com*", "Joy_WWWDing@s.com", "2020-10-01", "2022-12-12T23:34:45"]]),
+        json!([[
+            1,
+            "Joy Ding",
+            "A",
+            "b",
+            "&",
+            "&^^$wef9",
+            98,
+            "0037",
+            "7",
+            "*Joy_Ding@s.com*",
+            "Joy_WWWDing@s.com",
+            "2020-10-01",
+            "2022-12-12T23:34:45"
+        ]]),
     );
     // As the HOCON string reads after unescaping (`\\d` is `\d`).
     let q = r"select ascii(c1) as c1_1, ascii(c2) as c2_1, bit_length(c4) as c4_1, length(c4) as c4_2, octet_length(c4) as c4_3, char(c5) as c5_1, concat(c1,id,'!') as c1_2, hextoraw(c6) as c6_1, rawtohex(c7) as c7_1, insert(name,2,2,'**') as name1, lower(name) as name2, upper(name) as name3, left(name, 3) as name4, right(name, 4) as name5, lpad(name, 10, '*') as name6, rpad(name, 10, '*') as name7, ltrim(c8, '*') as c8_1, rtrim(c8, '*') as c8_2, trim(c8, '*') as c8_3, regexp_replace(c9, 'w+', 'W', 'i') as c9_1, regexp_like(name, '[A-Z ]*', 'i') as name8, regexp_substr(c10, '\d{4}') as c10_1, regexp_substr(c10, '(\d{4})-(\d{2})-(\d{2})', 1, 1, null, 2) as c10_2, repeat(name||' ',3) as name9, replace(name,' ','_') as name10, soundex(name) as name11, name || space(3) as name12, substring(name, 1, 3) as name13, to_char(id) as id1, to_char(c11,'yyyy-MM-dd') as c11_1, translate(name, 'ing', 'ING') as name14, des_decrypt('1234567890', des_encrypt('1234567890', name)) as name15,UUID() as uuid from fake";
@@ -227,7 +288,11 @@ fn func_string_conf() {
         ("name15", "string", json!("Joy Ding")),
     ];
     for (k, (name, ty, v)) in expected.iter().enumerate() {
-        assert_eq!((cols[k].0.as_str(), cols[k].1.as_str(), &rows[0][k]), (*name, *ty, v), "column {name}");
+        assert_eq!(
+            (cols[k].0.as_str(), cols[k].1.as_str(), &rows[0][k]),
+            (*name, *ty, v),
+            "column {name}"
+        );
     }
     assert_eq!(cols[32], ("uuid".to_string(), "string".to_string()));
     assert_eq!(rows[0][32].as_str().map(str::len), Some(36));
@@ -235,7 +300,11 @@ fn func_string_conf() {
 
 #[test]
 fn sql_all_columns_conf() {
-    let (t, b) = table("fake", &[("id", "int"), ("name", "string"), ("c_array", "array<int>")], json!([[3, "x", [1]]]));
+    let (t, b) = table(
+        "fake",
+        &[("id", "int"), ("name", "string"), ("c_array", "array<int>")],
+        json!([[3, "x", [1]]]),
+    );
     let (cols, rows) = run("select *, id as id_ from fake", &t, b);
     let names: Vec<&str> = cols.iter().map(|c| c.0.as_str()).collect();
     assert_eq!(names, ["id", "name", "c_array", "id_"]);
@@ -245,7 +314,11 @@ fn sql_all_columns_conf() {
 
 #[test]
 fn select_star_and_variables_conf() {
-    let (t, b) = table("a20261129", &[("name", "string"), ("age", "int")], json!([["abc", 1], ["def", 2], [null, 3]]));
+    let (t, b) = table(
+        "a20261129",
+        &[("name", "string"), ("age", "int")],
+        json!([["abc", 1], ["def", 2], [null, 3]]),
+    );
     let (cols, rows) = run("select * from a20261129 where name = 'abc' ", &t, b.clone());
     assert_eq!(cols.len(), 2);
     assert_eq!(rows, vec![vec![json!("abc"), json!(1)]]);
@@ -258,40 +331,83 @@ fn row_kinds_follow_their_rows() {
     let (t, b) = table("t", &[("id", "int")], json!([[1], [2], [3], [4]]));
     let tr = create("select id * 10 as x from t where id <> 2", &t).unwrap();
     let mut inst = tr.create_instance().unwrap();
-    let kinds = UInt8Array::from(vec![RowKind::Insert as u8, RowKind::Delete as u8, RowKind::UpdateBefore as u8, RowKind::UpdateAfter as u8]);
-    let out = inst.transform(ChangeBatch::with_kinds("t".into(), b, kinds)).unwrap().unwrap();
+    let kinds = UInt8Array::from(vec![
+        RowKind::Insert as u8,
+        RowKind::Delete as u8,
+        RowKind::UpdateBefore as u8,
+        RowKind::UpdateAfter as u8,
+    ]);
+    let out = inst
+        .transform(ChangeBatch::with_kinds("t".into(), b, kinds))
+        .unwrap()
+        .unwrap();
     assert_eq!(out.num_rows(), 3);
-    assert_eq!([out.kind(0), out.kind(1), out.kind(2)], [RowKind::Insert, RowKind::UpdateBefore, RowKind::UpdateAfter]);
+    assert_eq!(
+        [out.kind(0), out.kind(1), out.kind(2)],
+        [RowKind::Insert, RowKind::UpdateBefore, RowKind::UpdateAfter]
+    );
     let x = out.data.column(0);
-    assert_eq!(array_value_to_json(x.as_ref(), 2, RowStyle::Positional), json!(40));
+    assert_eq!(
+        array_value_to_json(x.as_ref(), 2, RowStyle::Positional),
+        json!(40)
+    );
 }
 
 #[test]
 fn filtering_everything_gives_none() {
     let (t, b) = table("t", &[("id", "int")], json!([[1], [2]]));
     let tr = create("select id from t where id > 5", &t).unwrap();
-    assert!(tr.create_instance().unwrap().transform(ChangeBatch::inserts("t".into(), b.clone())).unwrap().is_none());
+    assert!(tr
+        .create_instance()
+        .unwrap()
+        .transform(ChangeBatch::inserts("t".into(), b.clone()))
+        .unwrap()
+        .is_none());
     let tr = create("select id from t where 1 = 0", &t).unwrap();
-    assert!(tr.create_instance().unwrap().transform(ChangeBatch::inserts("t".into(), b)).unwrap().is_none());
+    assert!(tr
+        .create_instance()
+        .unwrap()
+        .transform(ChangeBatch::inserts("t".into(), b))
+        .unwrap()
+        .is_none());
 }
 
 #[test]
 fn subquery_in_from_is_flattened() {
-    let (t, b) = table("t", &[("id", "int"), ("name", "string")], json!([[1, "a"], [2, "b"], [3, "c"]]));
-    let (cols, rows) = run("select up from (select id, upper(name) as up from t) where id >= 2", &t, b);
+    let (t, b) = table(
+        "t",
+        &[("id", "int"), ("name", "string")],
+        json!([[1, "a"], [2, "b"], [3, "c"]]),
+    );
+    let (cols, rows) = run(
+        "select up from (select id, upper(name) as up from t) where id >= 2",
+        &t,
+        b,
+    );
     assert_eq!(cols, vec![("up".to_string(), "string".to_string())]);
     assert_eq!(rows, vec![vec![json!("B")], vec![json!("C")]]);
 }
 
 #[test]
 fn columns_are_case_sensitive_and_named_as_seatunnel() {
-    let (t, b) = table("t", &[("Name", "string"), ("c_row", "{c_inner_row = {x = int}}")], json!([["Ab", [[9]]]]));
-    let (cols, rows) = run("select Name, upper(Name), c_row.c_inner_row.x from t", &t, b);
+    let (t, b) = table(
+        "t",
+        &[("Name", "string"), ("c_row", "{c_inner_row = {x = int}}")],
+        json!([["Ab", [[9]]]]),
+    );
+    let (cols, rows) = run(
+        "select Name, upper(Name), c_row.c_inner_row.x from t",
+        &t,
+        b,
+    );
     let names: Vec<&str> = cols.iter().map(|c| c.0.as_str()).collect();
     assert_eq!(names, ["Name", "upper(Name)", "x"]);
     assert_eq!(rows[0], vec![json!("Ab"), json!("AB"), json!(9)]);
     let e = error_of("select name from t", &t);
-    assert!(e.contains("name") && e.contains("select name from t"), "{e}");
+    assert!(
+        e.contains("name") && e.contains("select name from t"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -313,7 +429,10 @@ fn bad_queries_fail_at_create_quoting_the_query() {
         ("insert into t values (1)", "SELECT"),
     ] {
         let e = error_of(q, &t);
-        assert!(e.contains(needle) && e.contains("option 'query'") && e.contains(q.trim()), "{q}: {e}");
+        assert!(
+            e.contains(needle) && e.contains("option 'query'") && e.contains(q.trim()),
+            "{q}: {e}"
+        );
     }
 }
 
@@ -321,10 +440,16 @@ fn bad_queries_fail_at_create_quoting_the_query() {
 fn options_are_checked() {
     let (t, _) = sample();
     let mut o = Options::from_json("Sql", json!({ "query": "select * from t", "qurey": 1 }));
-    let e = SqlTransformFactory.create(&mut o, std::slice::from_ref(&t), &JobContext::default()).unwrap_err().to_string();
+    let e = SqlTransformFactory
+        .create(&mut o, std::slice::from_ref(&t), &JobContext::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("qurey"), "{e}");
     let mut o = Options::from_json("Sql", json!({}));
-    let e = SqlTransformFactory.create(&mut o, std::slice::from_ref(&t), &JobContext::default()).unwrap_err().to_string();
+    let e = SqlTransformFactory
+        .create(&mut o, std::slice::from_ref(&t), &JobContext::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("query") && e.contains("required"), "{e}");
 }
 
@@ -343,11 +468,19 @@ fn operators_and_casts() {
     check("cast(n as double)", "double", json!(5.0));
     check("cast(n as float)", "float", json!(5.0));
     check("cast(d as decimal(10,2))", "decimal(10, 2)", json!(-2.5));
-    check("cast('2020-01-02 03:04:05' as timestamp)", "timestamp", json!("2020-01-02T03:04:05"));
+    check(
+        "cast('2020-01-02 03:04:05' as timestamp)",
+        "timestamp",
+        json!("2020-01-02T03:04:05"),
+    );
     check("cast(ts as date)", "date", json!("2022-12-12"));
     check("cast(ts as time)", "time", json!("23:34:45"));
     check("cast(name as bytes)", "bytes", json!("Sm95IERpbmc="));
-    check("case when n > 3 then 'big' else 'small' end", "string", json!("big"));
+    check(
+        "case when n > 3 then 'big' else 'small' end",
+        "string",
+        json!("big"),
+    );
     check("case n when 5 then 1 else 0 end", "int", json!(1));
     check("n between 1 and 5", "boolean", json!(true));
     check("name like 'Joy%'", "boolean", json!(true));
@@ -367,7 +500,11 @@ fn string_functions() {
     check("char(65)", "string", json!("A"));
     check("chr(98)", "string", json!("b"));
     check("concat(name, '_', nul, n)", "string", json!("Joy Ding_5"));
-    check("concat_ws(',', name, nul, '_')", "string", json!("Joy Ding,_"));
+    check(
+        "concat_ws(',', name, nul, '_')",
+        "string",
+        json!("Joy Ding,_"),
+    );
     check("concat_ws(nul, 'a', 'b')", "string", json!("ab"));
     check("hextoraw('00480069')", "string", json!("Hi"));
     check("rawtohex('Hi')", "string", json!("00480069"));
@@ -393,14 +530,38 @@ fn string_functions() {
     check("rtrim('  x  ')", "string", json!("  x"));
     check("trim('  x  ')", "string", json!("x"));
     check("trim(both '*' from '**x**')", "string", json!("x"));
-    check("regexp_replace('Hello    World', ' +', ' ')", "string", json!("Hello World"));
-    check("regexp_replace('Hello WWWWorld', 'w+', 'W', 'i')", "string", json!("Hello World"));
-    check("regexp_replace('ab12', '([a-z]+)(\\d+)', '$2$1')", "string", json!("12ab"));
-    check("regexp_like('Hello    World', '[A-Z ]*', 'i')", "boolean", json!(true));
+    check(
+        "regexp_replace('Hello    World', ' +', ' ')",
+        "string",
+        json!("Hello World"),
+    );
+    check(
+        "regexp_replace('Hello WWWWorld', 'w+', 'W', 'i')",
+        "string",
+        json!("Hello World"),
+    );
+    check(
+        "regexp_replace('ab12', '([a-z]+)(\\d+)', '$2$1')",
+        "string",
+        json!("12ab"),
+    );
+    check(
+        "regexp_like('Hello    World', '[A-Z ]*', 'i')",
+        "boolean",
+        json!(true),
+    );
     check("regexp_like('abc', '^x')", "boolean", json!(false));
     check("regexp_like(nul, 'x')", "boolean", Value::Null);
-    check("regexp_substr('2020-10-01', '\\d{4}')", "string", json!("2020"));
-    check("regexp_substr('2020-10-01', '(\\d{4})-(\\d{2})-(\\d{2})', 1, 1, NULL, 3)", "string", json!("01"));
+    check(
+        "regexp_substr('2020-10-01', '\\d{4}')",
+        "string",
+        json!("2020"),
+    );
+    check(
+        "regexp_substr('2020-10-01', '(\\d{4})-(\\d{2})-(\\d{2})', 1, 1, NULL, 3)",
+        "string",
+        json!("01"),
+    );
     check("regexp_substr('abc', 'x')", "string", Value::Null);
     check("repeat('ab', 3)", "string", json!("ababab"));
     check("repeat('ab', -1)", "string", json!(""));
@@ -415,9 +576,17 @@ fn string_functions() {
     check("substring(name, 10)", "string", Value::Null);
     check("substring(name from 5 for 2)", "string", json!("Di"));
     check("to_char(d)", "string", json!("-2.5"));
-    check("to_char(ts, 'yyyy-MM-dd HH:mm:ss')", "string", json!("2022-12-12 23:34:45"));
+    check(
+        "to_char(ts, 'yyyy-MM-dd HH:mm:ss')",
+        "string",
+        json!("2022-12-12 23:34:45"),
+    );
     check("to_char(nul)", "string", Value::Null);
-    check("translate('Hello world', 'eo', 'EO')", "string", json!("HEllO wOrld"));
+    check(
+        "translate('Hello world', 'eo', 'EO')",
+        "string",
+        json!("HEllO wOrld"),
+    );
     check("translate('abc', 'abc', 'x')", "string", json!("xbc"));
     check("des_encrypt('1234567890', nul)", "string", Value::Null);
 }
@@ -473,7 +642,11 @@ fn numeric_functions() {
 fn numeric_errors_are_data_errors() {
     let (t, b) = sample();
     let tr = create("select ln(d) as x from t", &t).unwrap();
-    let e = tr.create_instance().unwrap().transform(ChangeBatch::inserts("t".into(), b)).unwrap_err();
+    let e = tr
+        .create_instance()
+        .unwrap()
+        .transform(ChangeBatch::inserts("t".into(), b))
+        .unwrap_err();
     assert!(e.to_string().contains("LN()"), "{e}");
 }
 
@@ -482,15 +655,31 @@ fn datetime_functions() {
     check("dateadd(dt, 1, 'MONTH')", "date", json!("2020-03-29"));
     check("dateadd(dt, 1, 'YEAR')", "date", json!("2021-02-28"));
     check("dateadd(ts, 2)", "timestamp", json!("2022-12-14T23:34:45"));
-    check("timestampadd(ts, 30, 'MINUTE')", "timestamp", json!("2022-12-13T00:04:45"));
+    check(
+        "timestampadd(ts, 30, 'MINUTE')",
+        "timestamp",
+        json!("2022-12-13T00:04:45"),
+    );
     check("dateadd(tm, 1, 'HOUR')", "time", json!("14:34:45"));
     check("dateadd(dt, 1, 'HOUR')", "date", json!("2020-02-29"));
     check("datediff(dt, ts, 'DAY')", "bigint", json!(1017));
     check("datediff(dt, ts, 'MONTH')", "bigint", json!(9));
     check("datediff(dt, ts, 'YEAR')", "bigint", json!(2));
-    check("datediff(ts, dateadd(ts, 90, 'MINUTE'), 'HOUR')", "bigint", json!(1));
-    check("date_trunc(ts, 'MONTH')", "timestamp", json!("2022-12-01T00:00:00"));
-    check("date_trunc(ts, 'HOUR')", "timestamp", json!("2022-12-12T23:00:00"));
+    check(
+        "datediff(ts, dateadd(ts, 90, 'MINUTE'), 'HOUR')",
+        "bigint",
+        json!(1),
+    );
+    check(
+        "date_trunc(ts, 'MONTH')",
+        "timestamp",
+        json!("2022-12-01T00:00:00"),
+    );
+    check(
+        "date_trunc(ts, 'HOUR')",
+        "timestamp",
+        json!("2022-12-12T23:00:00"),
+    );
     check("dayname(dt)", "string", json!("Saturday"));
     check("monthname(ts)", "string", json!("December"));
     check("day_of_month(ts)", "int", json!(12));
@@ -499,8 +688,16 @@ fn datetime_functions() {
     check("extract(year from ts)", "int", json!(2022));
     check("extract(second from ts)", "int", json!(45));
     check("extract(dayofweek from dt)", "int", json!(6));
-    check("formatdatetime(ts, 'yyyy/MM/dd HH:mm')", "string", json!("2022/12/12 23:34"));
-    check("formatdatetime(dt, 'dd.MM.yy')", "string", json!("29.02.20"));
+    check(
+        "formatdatetime(ts, 'yyyy/MM/dd HH:mm')",
+        "string",
+        json!("2022/12/12 23:34"),
+    );
+    check(
+        "formatdatetime(dt, 'dd.MM.yy')",
+        "string",
+        json!("29.02.20"),
+    );
     check("hour(ts)", "int", json!(23));
     check("hour(tm)", "int", json!(13));
     check("minute(ts)", "int", json!(34));
@@ -510,12 +707,32 @@ fn datetime_functions() {
     check("week(dt)", "int", json!(10));
     check("year(dt)", "int", json!(2020));
     check("year(nul)", "int", Value::Null);
-    check("is_date('2021-04-08 13:34:45', 'yyyy-MM-dd HH:mm:ss')", "boolean", json!(true));
-    check("is_date('2021-04-0x', 'yyyy-MM-dd')", "boolean", json!(false));
-    check("parsedatetime('2021-04-08 13:34:45', 'yyyy-MM-dd HH:mm:ss')", "timestamp", json!("2021-04-08T13:34:45"));
-    check("to_date('2021-04-08', 'yyyy-MM-dd')", "date", json!("2021-04-08"));
+    check(
+        "is_date('2021-04-08 13:34:45', 'yyyy-MM-dd HH:mm:ss')",
+        "boolean",
+        json!(true),
+    );
+    check(
+        "is_date('2021-04-0x', 'yyyy-MM-dd')",
+        "boolean",
+        json!(false),
+    );
+    check(
+        "parsedatetime('2021-04-08 13:34:45', 'yyyy-MM-dd HH:mm:ss')",
+        "timestamp",
+        json!("2021-04-08T13:34:45"),
+    );
+    check(
+        "to_date('2021-04-08', 'yyyy-MM-dd')",
+        "date",
+        json!("2021-04-08"),
+    );
     check("parsedatetime('13:34', 'HH:mm')", "time", json!("13:34:00"));
-    check("from_unixtime(1672502400, 'yyyy-MM-dd HH:mm:ss', 'UTC+6')", "string", json!("2023-01-01 06:00:00"));
+    check(
+        "from_unixtime(1672502400, 'yyyy-MM-dd HH:mm:ss', 'UTC+6')",
+        "string",
+        json!("2022-12-31 22:00:00"),
+    );
     check("from_unixtime(0, 'yyyy', 'UTC')", "string", json!("1970"));
     let (t, v) = eval("current_timestamp");
     assert_eq!(t, "timestamp");
@@ -539,12 +756,23 @@ fn system_functions() {
 #[test]
 fn many_batches_reuse_the_plan() {
     let (t, _) = table("t", &[("id", "int")], json!([]));
-    let tr = create("select id + 1 as x, upper(to_char(id)) as s from t where mod(id, 2) = 0", &t).unwrap();
+    let tr = create(
+        "select id + 1 as x, upper(to_char(id)) as s from t where mod(id, 2) = 0",
+        &t,
+    )
+    .unwrap();
     let mut inst = tr.create_instance().unwrap();
     for k in 0..5 {
         let ids: Vec<i32> = (k * 100..k * 100 + 100).collect();
-        let b = RecordBatch::try_new(t.schema.clone(), vec![Arc::new(arrow::array::Int32Array::from(ids))]).unwrap();
-        let out = inst.transform(ChangeBatch::inserts("t".into(), b)).unwrap().unwrap();
+        let b = RecordBatch::try_new(
+            t.schema.clone(),
+            vec![Arc::new(arrow::array::Int32Array::from(ids))],
+        )
+        .unwrap();
+        let out = inst
+            .transform(ChangeBatch::inserts("t".into(), b))
+            .unwrap()
+            .unwrap();
         assert_eq!(out.num_rows(), 50);
         assert_eq!(out.data.column(1).data_type(), &DataType::Utf8);
         assert!(!out.data.column(0).is_null(0));

@@ -6,10 +6,14 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray};
 use arrow::datatypes::{
-    DataType, Date32Type, Int32Type, Int64Type, Time64MicrosecondType, TimeUnit, TimestampMicrosecondType,
+    DataType, Date32Type, Int32Type, Int64Type, Time64MicrosecondType, TimeUnit,
+    TimestampMicrosecondType,
 };
 use chrono::format::{Item, StrftimeItems};
-use chrono::{Datelike, Duration, FixedOffset, Local, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Timelike, Utc};
+use chrono::{
+    Datelike, Duration, FixedOffset, Local, NaiveDate, NaiveDateTime, NaiveTime, TimeZone,
+    Timelike, Utc,
+};
 use datafusion::common::{exec_err, plan_err, Result as DFResult, ScalarValue};
 
 use super::javafmt::{parse_kind, to_chrono, ParseKind};
@@ -44,37 +48,93 @@ pub(super) fn functions() -> Vec<SeaFn> {
         })
         .alias(&["now", "localtimestamp"])
         .volatile(),
-        SeaFn::new("dateadd", &[T, I, S], 2, ret_first, dateadd).alias(&["timestampadd", "date_add"]),
+        SeaFn::new("dateadd", &[T, I, S], 2, ret_first, dateadd)
+            .alias(&["timestampadd", "date_add"]),
         SeaFn::new("datediff", &[T, T, S], 2, ret!(DataType::Int64), datediff),
         SeaFn::new("date_trunc", &[T, S], 1, ret!(TS), date_trunc),
         SeaFn::new("dayname", &[T], 1, ret!(DataType::Utf8), |a, _| {
             text_of_date(a, |d| WEEKDAYS[d.weekday().num_days_from_monday() as usize])
         }),
-        SeaFn::new("monthname", &[T], 1, ret!(DataType::Utf8), |a, _| text_of_date(a, |d| MONTHS[d.month0() as usize])),
-        SeaFn::new("day_of_month", &[T], 1, ret!(DataType::Int32), |a, _| int_of(a, |v| v.date().map(|d| d.day() as i32))),
-        SeaFn::new("day_of_week", &[T], 1, ret!(DataType::Int32), |a, _| {
-            int_of(a, |v| v.date().map(|d| d.weekday().number_from_monday() as i32))
+        SeaFn::new("monthname", &[T], 1, ret!(DataType::Utf8), |a, _| {
+            text_of_date(a, |d| MONTHS[d.month0() as usize])
         }),
-        SeaFn::new("day_of_year", &[T], 1, ret!(DataType::Int32), |a, _| int_of(a, |v| v.date().map(|d| d.ordinal() as i32))),
-        SeaFn::new("year", &[T], 1, ret!(DataType::Int32), |a, _| int_of(a, |v| v.date().map(|d| d.year()))),
-        SeaFn::new("month", &[T], 1, ret!(DataType::Int32), |a, _| int_of(a, |v| v.date().map(|d| d.month() as i32))),
-        SeaFn::new("quarter", &[T], 1, ret!(DataType::Int32), |a, _| int_of(a, |v| v.date().map(|d| d.month0() as i32 / 3 + 1))),
-        SeaFn::new("week", &[T], 1, ret!(DataType::Int32), |a, _| int_of(a, |v| v.date().map(iso_week_of_year_plus_one))),
-        SeaFn::new("hour", &[T], 1, ret!(DataType::Int32), |a, _| int_of(a, |v| v.time().map(|t| t.hour() as i32))),
-        SeaFn::new("minute", &[T], 1, ret!(DataType::Int32), |a, _| int_of(a, |v| v.time().map(|t| t.minute() as i32))),
-        SeaFn::new("second", &[T], 1, ret!(DataType::Int32), |a, _| int_of(a, |v| v.time().map(|t| t.second() as i32))),
+        SeaFn::new("day_of_month", &[T], 1, ret!(DataType::Int32), |a, _| {
+            int_of(a, |v| v.date().map(|d| d.day() as i32))
+        }),
+        SeaFn::new("day_of_week", &[T], 1, ret!(DataType::Int32), |a, _| {
+            int_of(a, |v| {
+                v.date().map(|d| d.weekday().number_from_monday() as i32)
+            })
+        }),
+        SeaFn::new("day_of_year", &[T], 1, ret!(DataType::Int32), |a, _| {
+            int_of(a, |v| v.date().map(|d| d.ordinal() as i32))
+        }),
+        SeaFn::new("year", &[T], 1, ret!(DataType::Int32), |a, _| {
+            int_of(a, |v| v.date().map(|d| d.year()))
+        }),
+        SeaFn::new("month", &[T], 1, ret!(DataType::Int32), |a, _| {
+            int_of(a, |v| v.date().map(|d| d.month() as i32))
+        }),
+        SeaFn::new("quarter", &[T], 1, ret!(DataType::Int32), |a, _| {
+            int_of(a, |v| v.date().map(|d| d.month0() as i32 / 3 + 1))
+        }),
+        SeaFn::new("week", &[T], 1, ret!(DataType::Int32), |a, _| {
+            int_of(a, |v| v.date().map(iso_week_of_year_plus_one))
+        }),
+        SeaFn::new("hour", &[T], 1, ret!(DataType::Int32), |a, _| {
+            int_of(a, |v| v.time().map(|t| t.hour() as i32))
+        }),
+        SeaFn::new("minute", &[T], 1, ret!(DataType::Int32), |a, _| {
+            int_of(a, |v| v.time().map(|t| t.minute() as i32))
+        }),
+        SeaFn::new("second", &[T], 1, ret!(DataType::Int32), |a, _| {
+            int_of(a, |v| v.time().map(|t| t.second() as i32))
+        }),
         // EXTRACT(field FROM x) reaches the planner as date_part('field', x).
-        SeaFn::new("date_part", &[S, T], 2, ret!(DataType::Int32), extract).alias(&["datepart", "extract"]),
-        SeaFn::new("formatdatetime", &[T, S], 2, ret!(DataType::Utf8), |a, r| format_kernel("formatdatetime", a, r)),
+        SeaFn::new("date_part", &[S, T], 2, ret!(DataType::Int32), extract)
+            .alias(&["datepart", "extract"]),
+        SeaFn::new(
+            "formatdatetime",
+            &[T, S],
+            2,
+            ret!(DataType::Utf8),
+            |a, r| format_kernel("formatdatetime", a, r),
+        ),
         SeaFn::new("parsedatetime", &[S, S], 2, parse_ret, parsedatetime).alias(&["to_date"]),
         SeaFn::new("is_date", &[S, S], 2, ret!(DataType::Boolean), is_date),
-        SeaFn::new("from_unixtime", &[I, S, S], 2, ret!(DataType::Utf8), from_unixtime),
+        SeaFn::new(
+            "from_unixtime",
+            &[I, S, S],
+            2,
+            ret!(DataType::Utf8),
+            from_unixtime,
+        ),
     ]
 }
 
-const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
-const MONTHS: [&str; 12] =
-    ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
+const WEEKDAYS: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
 
 /// One date, time or timestamp value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -131,11 +191,22 @@ enum TCol<'a> {
 impl TCol<'_> {
     fn get(&self, i: usize) -> Option<TV> {
         match self {
-            TCol::Date(c) => c.get(i).and_then(|d| NaiveDate::from_num_days_from_ce_opt(d + UNIX_EPOCH_DAY)).map(TV::Date),
-            TCol::Ts(c) => c.get(i).and_then(chrono::DateTime::<Utc>::from_timestamp_micros).map(|d| TV::Ts(d.naive_utc())),
+            TCol::Date(c) => c
+                .get(i)
+                .and_then(|d| NaiveDate::from_num_days_from_ce_opt(d + UNIX_EPOCH_DAY))
+                .map(TV::Date),
+            TCol::Ts(c) => c
+                .get(i)
+                .and_then(chrono::DateTime::<Utc>::from_timestamp_micros)
+                .map(|d| TV::Ts(d.naive_utc())),
             TCol::Time(c) => c
                 .get(i)
-                .and_then(|m| NaiveTime::from_num_seconds_from_midnight_opt((m.div_euclid(1_000_000)) as u32, (m.rem_euclid(1_000_000) * 1000) as u32))
+                .and_then(|m| {
+                    NaiveTime::from_num_seconds_from_midnight_opt(
+                        (m.div_euclid(1_000_000)) as u32,
+                        (m.rem_euclid(1_000_000) * 1000) as u32,
+                    )
+                })
                 .map(TV::Time),
         }
     }
@@ -144,20 +215,36 @@ impl TCol<'_> {
 fn tcol(a: &Args, k: usize) -> DFResult<TCol<'_>> {
     Ok(match a.data_type(k) {
         DataType::Date32 => TCol::Date(a.prim::<Date32Type>(k)?),
-        DataType::Timestamp(TimeUnit::Microsecond, _) => TCol::Ts(a.prim::<TimestampMicrosecondType>(k)?),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            TCol::Ts(a.prim::<TimestampMicrosecondType>(k)?)
+        }
         DataType::Time64(TimeUnit::Microsecond) => TCol::Time(a.prim::<Time64MicrosecondType>(k)?),
         other => return exec_err!("expected a date, time or timestamp, found {other}"),
     })
 }
 
 /// Builds a column of the same temporal type as `ret` from row values.
-fn temporal_out(rows: usize, ret: &DataType, mut f: impl FnMut(usize) -> DFResult<Option<TV>>) -> DFResult<ArrayRef> {
+fn temporal_out(
+    rows: usize,
+    ret: &DataType,
+    mut f: impl FnMut(usize) -> DFResult<Option<TV>>,
+) -> DFResult<ArrayRef> {
     Ok(match ret {
-        DataType::Date32 => prim_out::<Date32Type>(rows, |i| Ok(f(i)?.and_then(TV::date).map(date_days)))?,
-        DataType::Time64(_) => prim_out::<Time64MicrosecondType>(rows, |i| Ok(f(i)?.and_then(TV::time).map(time_micros)))?,
+        DataType::Date32 => {
+            prim_out::<Date32Type>(rows, |i| Ok(f(i)?.and_then(TV::date).map(date_days)))?
+        }
+        DataType::Time64(_) => prim_out::<Time64MicrosecondType>(rows, |i| {
+            Ok(f(i)?.and_then(TV::time).map(time_micros))
+        })?,
         DataType::Timestamp(_, _) => {
-            let out = prim_out::<TimestampMicrosecondType>(rows, |i| Ok(f(i)?.map(|v| ts_micros(v.datetime()))))?;
-            Arc::new(out.as_primitive::<TimestampMicrosecondType>().clone().with_data_type(ret.clone()))
+            let out = prim_out::<TimestampMicrosecondType>(rows, |i| {
+                Ok(f(i)?.map(|v| ts_micros(v.datetime())))
+            })?;
+            Arc::new(
+                out.as_primitive::<TimestampMicrosecondType>()
+                    .clone()
+                    .with_data_type(ret.clone()),
+            )
         }
         other => return exec_err!("unexpected result type {other}"),
     })
@@ -186,7 +273,11 @@ fn iso_week_of_year_plus_one(d: NaiveDate) -> i32 {
     let dow = d.weekday().number_from_monday() as i32;
     let doy = d.ordinal() as i32;
     let week_start = (doy - dow).rem_euclid(7);
-    let offset = if week_start + 1 > 4 { 7 - week_start } else { -week_start };
+    let offset = if week_start + 1 > 4 {
+        7 - week_start
+    } else {
+        -week_start
+    };
     (7 + offset + (doy - 1)) / 7 + 1
 }
 
@@ -194,7 +285,10 @@ fn field_arg(a: &Args, k: usize, i: usize, default: &str) -> DFResult<String> {
     if k >= a.len() {
         return Ok(default.to_string());
     }
-    Ok(a.str(k)?.get(i).map(|s| s.trim().to_ascii_uppercase()).unwrap_or_else(|| default.to_string()))
+    Ok(a.str(k)?
+        .get(i)
+        .map(|s| s.trim().to_ascii_uppercase())
+        .unwrap_or_else(|| default.to_string()))
 }
 
 fn add_months(d: NaiveDateTime, months: i64) -> Option<NaiveDateTime> {
@@ -234,10 +328,19 @@ fn dateadd(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
             "SECOND" if has_time => by(Duration::try_seconds(n)),
             "MILLISECOND" if has_time => by(Duration::try_milliseconds(n)),
             // SeaTunnel returns the value unchanged for a field the type lacks.
-            "YEAR" | "MONTH" | "WEEK" | "DAY" | "HOUR" | "MINUTE" | "SECOND" | "MILLISECOND" => Some(dt),
-            other => return Err(fn_error("dateadd", format!("unsupported date-time field '{other}'"))),
+            "YEAR" | "MONTH" | "WEEK" | "DAY" | "HOUR" | "MINUTE" | "SECOND" | "MILLISECOND" => {
+                Some(dt)
+            }
+            other => {
+                return Err(fn_error(
+                    "dateadd",
+                    format!("unsupported date-time field '{other}'"),
+                ))
+            }
         };
-        let Some(r) = r else { return Err(fn_error("dateadd", "result out of range")) };
+        let Some(r) = r else {
+            return Err(fn_error("dateadd", "result out of range"));
+        };
         Ok(Some(match v {
             TV::Date(_) => TV::Date(r.date()),
             TV::Ts(_) => TV::Ts(r),
@@ -262,12 +365,20 @@ fn period_between(start: NaiveDate, end: NaiveDate) -> (i64, i64) {
 fn datediff(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let (c1, c2) = (tcol(a, 0)?, tcol(a, 1)?);
     prim_out::<Int64Type>(a.rows, |i| {
-        let (Some(v1), Some(v2)) = (c1.get(i), c2.get(i)) else { return Ok(None) };
+        let (Some(v1), Some(v2)) = (c1.get(i), c2.get(i)) else {
+            return Ok(None);
+        };
         let field = field_arg(a, 2, i, "DAY")?;
         let dur = v2.datetime() - v1.datetime();
         Ok(match field.as_str() {
-            "YEAR" => v1.date().zip(v2.date()).map(|(x, y)| period_between(x, y).0),
-            "MONTH" => v1.date().zip(v2.date()).map(|(x, y)| period_between(x, y).1),
+            "YEAR" => v1
+                .date()
+                .zip(v2.date())
+                .map(|(x, y)| period_between(x, y).0),
+            "MONTH" => v1
+                .date()
+                .zip(v2.date())
+                .map(|(x, y)| period_between(x, y).1),
             "DAY" => v1.date().zip(v2.date()).map(|(x, y)| (y - x).num_days()),
             "WEEK" => Some(dur.num_days() / 7),
             "DAYTIME" => Some(dur.num_days()),
@@ -275,7 +386,12 @@ fn datediff(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
             "MINUTE" => Some(dur.num_minutes()),
             "SECOND" => Some(dur.num_milliseconds() / 1000),
             "MILLISECOND" => Some(dur.num_milliseconds()),
-            other => return Err(fn_error("datediff", format!("unsupported date-time field '{other}'"))),
+            other => {
+                return Err(fn_error(
+                    "datediff",
+                    format!("unsupported date-time field '{other}'"),
+                ))
+            }
         })
     })
 }
@@ -286,7 +402,14 @@ fn date_trunc(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
         let Some(v) = c.get(i) else { return Ok(None) };
         let field = field_arg(a, 1, i, "DAY")?;
         let t = v.datetime();
-        let (y, mut mo, mut d, mut h, mut mi, s) = (t.year(), t.month(), t.day(), t.hour(), t.minute(), t.second());
+        let (y, mut mo, mut d, mut h, mut mi, s) = (
+            t.year(),
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+        );
         let s = match field.as_str() {
             "YEAR" => {
                 (mo, d, h, mi) = (1, 1, 0, 0);
@@ -306,9 +429,16 @@ fn date_trunc(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
             }
             "MINUTE" => 0,
             "SECOND" => s,
-            other => return Err(fn_error("date_trunc", format!("unsupported date-time field '{other}'"))),
+            other => {
+                return Err(fn_error(
+                    "date_trunc",
+                    format!("unsupported date-time field '{other}'"),
+                ))
+            }
         };
-        Ok(NaiveDate::from_ymd_opt(y, mo, d).and_then(|d| d.and_hms_opt(h, mi, s)).map(TV::Ts))
+        Ok(NaiveDate::from_ymd_opt(y, mo, d)
+            .and_then(|d| d.and_hms_opt(h, mi, s))
+            .map(TV::Ts))
     })
 }
 
@@ -317,7 +447,9 @@ fn extract(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let f = a.str(0)?;
     prim_out::<Int32Type>(a.rows, |i| {
         let Some(v) = c.get(i) else { return Ok(None) };
-        let Some(field) = f.get(i) else { return Ok(None) };
+        let Some(field) = f.get(i) else {
+            return Ok(None);
+        };
         let field = field.trim().trim_matches('\'').to_ascii_uppercase();
         let (d, t) = (v.date(), v.time());
         Ok(match field.as_str() {
@@ -332,7 +464,12 @@ fn extract(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
             "DAYOFYEAR" | "DOY" => d.map(|d| d.ordinal() as i32),
             "QUARTER" => d.map(|d| d.month0() as i32 / 3 + 1),
             "WEEK" => d.map(iso_week_of_year_plus_one),
-            other => return Err(fn_error("extract", format!("unsupported date-time field '{other}'"))),
+            other => {
+                return Err(fn_error(
+                    "extract",
+                    format!("unsupported date-time field '{other}'"),
+                ))
+            }
         })
     })
 }
@@ -346,7 +483,11 @@ struct Formatter {
 
 impl Formatter {
     fn new(fname: &'static str) -> Self {
-        Formatter { fname, key: None, chrono_fmt: String::new() }
+        Formatter {
+            fname,
+            key: None,
+            chrono_fmt: String::new(),
+        }
     }
     fn set(&mut self, pattern: &str) -> DFResult<()> {
         if self.key.as_deref() != Some(pattern) {
@@ -360,7 +501,9 @@ impl Formatter {
         Ok(())
     }
     fn items(&self) -> Vec<Item<'_>> {
-        StrftimeItems::new(&self.chrono_fmt).parse().unwrap_or_default()
+        StrftimeItems::new(&self.chrono_fmt)
+            .parse()
+            .unwrap_or_default()
     }
 }
 
@@ -377,40 +520,66 @@ pub(crate) fn format_kernel(fname: &'static str, a: &Args, _: &DataType) -> DFRe
         }
         None => false,
     };
-    let mut items = if fixed { fmt.items().into_iter().map(|i| i.to_owned()).collect::<Vec<_>>() } else { vec![] };
+    let mut items = if fixed {
+        fmt.items()
+            .into_iter()
+            .map(|i| i.to_owned())
+            .collect::<Vec<_>>()
+    } else {
+        vec![]
+    };
     str_out(a.rows, |i, buf| {
         let Some(v) = c.get(i) else { return Ok(false) };
         if !fixed {
-            let Some(pat) = p.get(i) else { return Ok(false) };
+            let Some(pat) = p.get(i) else {
+                return Ok(false);
+            };
             fmt.set(pat)?;
             items = fmt.items().into_iter().map(|i| i.to_owned()).collect();
         }
-        write!(buf, "{}", v.datetime().format_with_items(items.iter())).map_err(|_| fn_error(fname, "the pattern does not fit the value"))?;
+        write!(buf, "{}", v.datetime().format_with_items(items.iter()))
+            .map_err(|_| fn_error(fname, "the pattern does not fit the value"))?;
         Ok(true)
     })
 }
 
 fn parse_ret(types: &[DataType], scalars: &[Option<&ScalarValue>]) -> DFResult<DataType> {
     let pattern = match scalars.get(1) {
-        Some(Some(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s)))) => s.clone(),
+        Some(Some(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)),
+        )) => s.clone(),
         // Without a constant pattern (only while DataFusion checks types) assume a timestamp.
         _ if scalars.is_empty() || types.len() < 2 => return Ok(TS),
-        _ => return plan_err!("function PARSEDATETIME()/TO_DATE(): the pattern must be a constant text"),
+        _ => {
+            return plan_err!(
+                "function PARSEDATETIME()/TO_DATE(): the pattern must be a constant text"
+            )
+        }
     };
     match parse_kind(&pattern) {
         Some(ParseKind::Timestamp) => Ok(TS),
         Some(ParseKind::Date) => Ok(DataType::Date32),
         Some(ParseKind::Time) => Ok(TIME),
-        None => plan_err!("function PARSEDATETIME()/TO_DATE(): pattern '{pattern}' has neither 'yy' nor 'mm'"),
+        None => plan_err!(
+            "function PARSEDATETIME()/TO_DATE(): pattern '{pattern}' has neither 'yy' nor 'mm'"
+        ),
     }
 }
 
 fn parse_one(text: &str, pattern: &str, chrono_fmt: &str) -> Result<TV, String> {
     let bad = |e: chrono::ParseError| format!("'{text}' does not match pattern '{pattern}': {e}");
     match parse_kind(pattern) {
-        Some(ParseKind::Timestamp) => NaiveDateTime::parse_from_str(text, chrono_fmt).map(TV::Ts).map_err(bad),
-        Some(ParseKind::Date) => NaiveDate::parse_from_str(text, chrono_fmt).map(TV::Date).map_err(bad),
-        Some(ParseKind::Time) => NaiveTime::parse_from_str(text, chrono_fmt).map(TV::Time).map_err(bad),
+        Some(ParseKind::Timestamp) => NaiveDateTime::parse_from_str(text, chrono_fmt)
+            .map(TV::Ts)
+            .map_err(bad),
+        Some(ParseKind::Date) => NaiveDate::parse_from_str(text, chrono_fmt)
+            .map(TV::Date)
+            .map_err(bad),
+        Some(ParseKind::Time) => NaiveTime::parse_from_str(text, chrono_fmt)
+            .map(TV::Time)
+            .map_err(bad),
         None => Err(format!("pattern '{pattern}' has neither 'yy' nor 'mm'")),
     }
 }
@@ -419,9 +588,13 @@ fn parsedatetime(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
     let (s, p) = (a.str(0)?, a.str(1)?);
     let mut fmt = Formatter::new("parsedatetime");
     temporal_out(a.rows, ret, |i| {
-        let (Some(text), Some(pat)) = (s.get(i), p.get(i)) else { return Ok(None) };
+        let (Some(text), Some(pat)) = (s.get(i), p.get(i)) else {
+            return Ok(None);
+        };
         fmt.set(pat)?;
-        parse_one(text, pat, &fmt.chrono_fmt).map(Some).map_err(|e| fn_error("parsedatetime", e))
+        parse_one(text, pat, &fmt.chrono_fmt)
+            .map(Some)
+            .map_err(|e| fn_error("parsedatetime", e))
     })
 }
 
@@ -430,8 +603,12 @@ fn is_date(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let mut fmt = Formatter::new("is_date");
     bool_out(a.rows, |i| {
         // SeaTunnel: a null text parses to null without failing, so it "is a date".
-        let Some(text) = s.get(i) else { return Ok(Some(true)) };
-        let Some(pat) = p.get(i) else { return Ok(Some(false)) };
+        let Some(text) = s.get(i) else {
+            return Ok(Some(true));
+        };
+        let Some(pat) = p.get(i) else {
+            return Ok(Some(false));
+        };
         if fmt.set(pat).is_err() {
             return Ok(Some(false));
         }
@@ -442,7 +619,10 @@ fn is_date(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 /// A zone as `UTC`, `Z`, `GMT`, `+08:00`, `UTC+8`, `GMT-05:30`.
 fn parse_offset(zone: &str) -> Option<FixedOffset> {
     let z = zone.trim();
-    let rest = z.strip_prefix("UTC").or_else(|| z.strip_prefix("GMT")).unwrap_or(z);
+    let rest = z
+        .strip_prefix("UTC")
+        .or_else(|| z.strip_prefix("GMT"))
+        .unwrap_or(z);
     if rest.is_empty() || rest == "Z" {
         return FixedOffset::east_opt(0);
     }
@@ -465,19 +645,34 @@ fn from_unixtime(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let zone = if a.len() > 2 { Some(a.str(2)?) } else { None };
     let mut fmt = Formatter::new("from_unixtime");
     str_out(a.rows, |i, buf| {
-        let Some(s) = secs.get(i) else { return Ok(false) };
-        let Some(pat) = p.get(i) else { return Ok(false) };
+        let Some(s) = secs.get(i) else {
+            return Ok(false);
+        };
+        let Some(pat) = p.get(i) else {
+            return Ok(false);
+        };
         fmt.set(pat)?;
-        let instant = Utc.timestamp_opt(s, 0).single().ok_or_else(|| fn_error("from_unixtime", format!("{s} is out of range")))?;
+        let instant = Utc
+            .timestamp_opt(s, 0)
+            .single()
+            .ok_or_else(|| fn_error("from_unixtime", format!("{s} is out of range")))?;
         let local = match zone.as_ref().and_then(|z| z.get(i)) {
             Some(z) => {
-                let off = parse_offset(z).ok_or_else(|| fn_error("from_unixtime", format!("unsupported time zone '{z}' (use UTC or an offset such as +08:00)")))?;
+                let off = parse_offset(z).ok_or_else(|| {
+                    fn_error(
+                        "from_unixtime",
+                        format!(
+                            "unsupported time zone '{z}' (use UTC or an offset such as +08:00)"
+                        ),
+                    )
+                })?;
                 instant.with_timezone(&off).naive_local()
             }
             None => instant.with_timezone(&Local).naive_local(),
         };
         let items = fmt.items();
-        write!(buf, "{}", local.format_with_items(items.iter())).map_err(|_| fn_error("from_unixtime", "the pattern does not fit the value"))?;
+        write!(buf, "{}", local.format_with_items(items.iter()))
+            .map_err(|_| fn_error("from_unixtime", "the pattern does not fit the value"))?;
         Ok(true)
     })
 }
@@ -489,11 +684,20 @@ mod tests {
     #[test]
     fn week_matches_java_iso_week_of_year_plus_one() {
         // 2022-01-01 is a Saturday: ISO weekOfYear 0 → WEEK 1.
-        assert_eq!(iso_week_of_year_plus_one(NaiveDate::from_ymd_opt(2022, 1, 1).unwrap()), 1);
+        assert_eq!(
+            iso_week_of_year_plus_one(NaiveDate::from_ymd_opt(2022, 1, 1).unwrap()),
+            1
+        );
         // 2022-01-03 is Monday of week 1 → 2.
-        assert_eq!(iso_week_of_year_plus_one(NaiveDate::from_ymd_opt(2022, 1, 3).unwrap()), 2);
+        assert_eq!(
+            iso_week_of_year_plus_one(NaiveDate::from_ymd_opt(2022, 1, 3).unwrap()),
+            2
+        );
         // 2020-01-01 is a Wednesday: week 1 → 2.
-        assert_eq!(iso_week_of_year_plus_one(NaiveDate::from_ymd_opt(2020, 1, 1).unwrap()), 2);
+        assert_eq!(
+            iso_week_of_year_plus_one(NaiveDate::from_ymd_opt(2020, 1, 1).unwrap()),
+            2
+        );
     }
 
     #[test]
@@ -506,7 +710,10 @@ mod tests {
     #[test]
     fn offsets() {
         assert_eq!(parse_offset("UTC+8"), FixedOffset::east_opt(8 * 3600));
-        assert_eq!(parse_offset("-05:30"), FixedOffset::east_opt(-(5 * 3600 + 1800)));
+        assert_eq!(
+            parse_offset("-05:30"),
+            FixedOffset::east_opt(-(5 * 3600 + 1800))
+        );
         assert_eq!(parse_offset("Asia/Shanghai"), None);
     }
 }

@@ -16,15 +16,30 @@ const IV: &[u8; 8] = b"12345678";
 
 pub(super) fn functions() -> Vec<SeaFn> {
     vec![
-        SeaFn::new("des_encrypt", &[Arg::Str, Arg::Str], 2, ret!(DataType::Utf8), encrypt_kernel),
-        SeaFn::new("des_decrypt", &[Arg::Str, Arg::Str], 2, ret!(DataType::Utf8), decrypt_kernel),
+        SeaFn::new(
+            "des_encrypt",
+            &[Arg::Str, Arg::Str],
+            2,
+            ret!(DataType::Utf8),
+            encrypt_kernel,
+        ),
+        SeaFn::new(
+            "des_decrypt",
+            &[Arg::Str, Arg::Str],
+            2,
+            ret!(DataType::Utf8),
+            decrypt_kernel,
+        ),
     ]
 }
 
 fn key_of(fname: &str, password: &str) -> DFResult<[u8; 8]> {
     let b = password.as_bytes();
     if password.chars().count() < 8 || b.len() < 8 {
-        return Err(fn_error(fname, "the key must be at least 8 characters long"));
+        return Err(fn_error(
+            fname,
+            "the key must be at least 8 characters long",
+        ));
     }
     let mut k = [0u8; 8];
     k.copy_from_slice(&b[..8]);
@@ -43,7 +58,9 @@ pub(crate) fn encrypt(password: &str, data: &str) -> DFResult<String> {
 /// is, as in SeaTunnel.
 pub(crate) fn decrypt(password: &str, data: &str) -> DFResult<String> {
     let key = key_of("des_decrypt", password)?;
-    let Ok(ct) = base64::engine::general_purpose::STANDARD.decode(data.as_bytes()) else { return Ok(data.to_string()) };
+    let Ok(ct) = base64::engine::general_purpose::STANDARD.decode(data.as_bytes()) else {
+        return Ok(data.to_string());
+    };
     let dec = cbc::Decryptor::<des::Des>::new(&key.into(), IV.into());
     match dec.decrypt_padded_vec_mut::<Pkcs7>(&ct) {
         Ok(pt) => Ok(String::from_utf8(pt).unwrap_or_else(|_| data.to_string())),
@@ -54,7 +71,9 @@ pub(crate) fn decrypt(password: &str, data: &str) -> DFResult<String> {
 fn run(a: &Args, f: fn(&str, &str) -> DFResult<String>) -> DFResult<ArrayRef> {
     let (k, d) = (a.str(0)?, a.str(1)?);
     str_out(a.rows, |i, buf| {
-        let (Some(key), Some(data)) = (k.get(i), d.get(i)) else { return Ok(false) };
+        let (Some(key), Some(data)) = (k.get(i), d.get(i)) else {
+            return Ok(false);
+        };
         buf.push_str(&f(key, data)?);
         Ok(true)
     })
@@ -77,7 +96,13 @@ mod tests {
         let ct = encrypt("1234567890", "Joy Ding").unwrap();
         assert_eq!(decrypt("1234567890", &ct).unwrap(), "Joy Ding");
         // 8 bytes of text + a full padding block.
-        assert_eq!(base64::engine::general_purpose::STANDARD.decode(&ct).unwrap().len(), 16);
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD
+                .decode(&ct)
+                .unwrap()
+                .len(),
+            16
+        );
         assert!(encrypt("short", "x").is_err());
         assert_eq!(decrypt("1234567890", "not base64!").unwrap(), "not base64!");
     }

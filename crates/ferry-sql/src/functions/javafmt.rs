@@ -111,8 +111,14 @@ mod tests {
 
     #[test]
     fn translates_common_patterns() {
-        assert_eq!(to_chrono("yyyy-MM-dd HH:mm:ss").unwrap(), "%Y-%m-%d %H:%M:%S");
-        assert_eq!(to_chrono("yyyy-MM-dd'T'HH:mm:ss.SSS").unwrap(), "%Y-%m-%dT%H:%M:%S.%3f");
+        assert_eq!(
+            to_chrono("yyyy-MM-dd HH:mm:ss").unwrap(),
+            "%Y-%m-%d %H:%M:%S"
+        );
+        assert_eq!(
+            to_chrono("yyyy-MM-dd'T'HH:mm:ss.SSS").unwrap(),
+            "%Y-%m-%dT%H:%M:%S.%3f"
+        );
         assert_eq!(to_chrono("EEEE, MMMM d ''yy").unwrap(), "%A, %B %-d '%y");
         assert_eq!(to_chrono("100%").unwrap(), "100%%");
         assert!(to_chrono("yyyy G").unwrap_err().contains("'G'"));
@@ -120,7 +126,10 @@ mod tests {
 
     #[test]
     fn parse_kinds_follow_seatunnel() {
-        assert_eq!(parse_kind("yyyy-MM-dd HH:mm:ss"), Some(ParseKind::Timestamp));
+        assert_eq!(
+            parse_kind("yyyy-MM-dd HH:mm:ss"),
+            Some(ParseKind::Timestamp)
+        );
         assert_eq!(parse_kind("yyyy-MM-dd"), Some(ParseKind::Date));
         assert_eq!(parse_kind("HH:mm:ss"), Some(ParseKind::Time));
         assert_eq!(parse_kind("dd"), None);

@@ -15,8 +15,8 @@ use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::{plan_err, Result as DFResult, ScalarValue};
 use datafusion::error::DataFusionError;
 use datafusion::logical_expr::{
-    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
-    Volatility,
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    TypeSignature, Volatility,
 };
 
 pub(crate) mod datetime;
@@ -131,7 +131,13 @@ impl Args {
         let arr = a
             .as_any()
             .downcast_ref::<arrow::array::StringArray>()
-            .ok_or_else(|| DataFusionError::Internal(format!("argument {} is {}, not text", k + 1, a.data_type())))?;
+            .ok_or_else(|| {
+                DataFusionError::Internal(format!(
+                    "argument {} is {}, not text",
+                    k + 1,
+                    a.data_type()
+                ))
+            })?;
         Ok(Col { arr, scalar: *s })
     }
     /// Argument `k` as bytes.
@@ -140,15 +146,25 @@ impl Args {
         let arr = a
             .as_any()
             .downcast_ref::<arrow::array::BinaryArray>()
-            .ok_or_else(|| DataFusionError::Internal(format!("argument {} is {}, not bytes", k + 1, a.data_type())))?;
+            .ok_or_else(|| {
+                DataFusionError::Internal(format!(
+                    "argument {} is {}, not bytes",
+                    k + 1,
+                    a.data_type()
+                ))
+            })?;
         Ok(Col { arr, scalar: *s })
     }
     /// Argument `k` as a primitive array of type `T`.
     pub fn prim<T: ArrowPrimitiveType>(&self, k: usize) -> DFResult<Col<'_, PrimitiveArray<T>>> {
         let (a, s) = &self.cols[k];
-        let arr = a
-            .as_primitive_opt::<T>()
-            .ok_or_else(|| DataFusionError::Internal(format!("argument {} has unexpected type {}", k + 1, a.data_type())))?;
+        let arr = a.as_primitive_opt::<T>().ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "argument {} has unexpected type {}",
+                k + 1,
+                a.data_type()
+            ))
+        })?;
         Ok(Col { arr, scalar: *s })
     }
     /// Argument `k` as a whole number, or `None` when absent or null in row `i`.
@@ -201,14 +217,33 @@ impl Hash for SeaFn {
 
 impl SeaFn {
     /// A function `name` taking `args` (the first `min_args` required).
-    pub(crate) fn new(name: &'static str, args: &'static [Arg], min_args: usize, ret: RetType, kernel: Kernel) -> Self {
+    pub(crate) fn new(
+        name: &'static str,
+        args: &'static [Arg],
+        min_args: usize,
+        ret: RetType,
+        kernel: Kernel,
+    ) -> Self {
         let volatility = Volatility::Immutable;
         let signature = if min_args == 0 {
-            Signature::one_of(vec![TypeSignature::Nullary, TypeSignature::UserDefined], volatility)
+            Signature::one_of(
+                vec![TypeSignature::Nullary, TypeSignature::UserDefined],
+                volatility,
+            )
         } else {
             Signature::user_defined(volatility)
         };
-        SeaFn { name, aliases: vec![], signature, args, min_args, variadic: false, ret, kernel, volatile: false }
+        SeaFn {
+            name,
+            aliases: vec![],
+            signature,
+            args,
+            min_args,
+            variadic: false,
+            ret,
+            kernel,
+            volatile: false,
+        }
     }
     /// Other names for the function.
     pub(crate) fn alias(mut self, names: &[&str]) -> Self {
@@ -224,7 +259,10 @@ impl SeaFn {
     pub(crate) fn volatile(mut self) -> Self {
         self.volatile = true;
         let sig = if self.min_args == 0 {
-            Signature::one_of(vec![TypeSignature::Nullary, TypeSignature::UserDefined], Volatility::Volatile)
+            Signature::one_of(
+                vec![TypeSignature::Nullary, TypeSignature::UserDefined],
+                Volatility::Volatile,
+            )
         } else {
             Signature::user_defined(Volatility::Volatile)
         };
@@ -246,12 +284,19 @@ fn is_number(t: &DataType) -> bool {
 
 fn coerce_one(fname: &str, k: usize, kind: Arg, t: &DataType) -> DFResult<DataType> {
     let bad = |what: &str| -> DFResult<DataType> {
-        plan_err!("argument {} of function {}() must be {what}, found {}", k + 1, fname.to_uppercase(), ferry_api::types::type_name(t))
+        plan_err!(
+            "argument {} of function {}() must be {what}, found {}",
+            k + 1,
+            fname.to_uppercase(),
+            ferry_api::types::type_name(t)
+        )
     };
     Ok(match kind {
         Arg::Str => DataType::Utf8,
         Arg::Int => {
-            if is_number(t) || matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8) {
+            if is_number(t)
+                || matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
+            {
                 DataType::Int64
             } else {
                 return bad("a whole number");
@@ -277,13 +322,18 @@ fn coerce_one(fname: &str, k: usize, kind: Arg, t: &DataType) -> DFResult<DataTy
             DataType::Date32 => DataType::Date32,
             DataType::Timestamp(_, tz) => DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
             DataType::Time32(_) | DataType::Time64(_) => DataType::Time64(TimeUnit::Microsecond),
-            DataType::Date64 | DataType::Null | DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8 => {
-                DataType::Timestamp(TimeUnit::Microsecond, None)
-            }
+            DataType::Date64
+            | DataType::Null
+            | DataType::Utf8
+            | DataType::Utf8View
+            | DataType::LargeUtf8 => DataType::Timestamp(TimeUnit::Microsecond, None),
             _ => return bad("a date, time or timestamp"),
         },
         Arg::StrOrBytes => match t {
-            DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => DataType::Binary,
+            DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView
+            | DataType::FixedSizeBinary(_) => DataType::Binary,
             _ => DataType::Utf8,
         },
         Arg::Any => match t {
@@ -318,7 +368,12 @@ impl ScalarUDFImpl for SeaFn {
             .iter()
             .enumerate()
             .map(|(k, t)| {
-                let kind = self.args.get(k).or(self.args.last()).copied().unwrap_or(Arg::Any);
+                let kind = self
+                    .args
+                    .get(k)
+                    .or(self.args.last())
+                    .copied()
+                    .unwrap_or(Arg::Any);
                 coerce_one(self.name, k, kind, t)
             })
             .collect()
@@ -327,13 +382,24 @@ impl ScalarUDFImpl for SeaFn {
         (self.ret)(arg_types, &[])
     }
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DFResult<FieldRef> {
-        let types: Vec<DataType> = args.arg_fields.iter().map(|f| f.data_type().clone()).collect();
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
         let t = (self.ret)(&types, args.scalar_arguments)?;
         Ok(Arc::new(Field::new(self.name, t, true)))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DFResult<ColumnarValue> {
-        let all_scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let rows = if all_scalar && !self.volatile { 1 } else { args.number_rows };
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let rows = if all_scalar && !self.volatile {
+            1
+        } else {
+            args.number_rows
+        };
         let mut cols = Vec::with_capacity(args.args.len());
         for a in args.args {
             cols.push(match a {
@@ -355,7 +421,10 @@ impl ScalarUDFImpl for SeaFn {
 #[doc(hidden)]
 macro_rules! ret {
     ($t:expr) => {{
-        fn r(_: &[arrow::datatypes::DataType], _: &[Option<&datafusion::common::ScalarValue>]) -> datafusion::common::Result<arrow::datatypes::DataType> {
+        fn r(
+            _: &[arrow::datatypes::DataType],
+            _: &[Option<&datafusion::common::ScalarValue>],
+        ) -> datafusion::common::Result<arrow::datatypes::DataType> {
             Ok($t)
         }
         r
@@ -379,7 +448,9 @@ pub(crate) fn all() -> Vec<Arc<ScalarUDF>> {
     v.extend(numeric::functions());
     v.extend(datetime::functions());
     v.extend(des::functions());
-    v.into_iter().map(|f| Arc::new(ScalarUDF::new_from_impl(f))).collect()
+    v.into_iter()
+        .map(|f| Arc::new(ScalarUDF::new_from_impl(f)))
+        .collect()
 }
 
 /// Functions by every name and alias, for replacing DataFusion's built-ins that the SQL

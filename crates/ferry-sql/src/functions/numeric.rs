@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, PrimitiveArray};
 use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
+    ArrowPrimitiveType, DataType, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
+    Int64Type, Int8Type,
 };
 use datafusion::common::{exec_err, Result as DFResult, ScalarValue};
 
@@ -19,11 +20,21 @@ const I: Arg = Arg::Int;
 pub(super) fn functions() -> Vec<SeaFn> {
     vec![
         SeaFn::new("abs", &[N], 1, ret_first, abs),
-        SeaFn::new("acos", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "acos", |x| Ok(x.acos()))),
-        SeaFn::new("asin", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "asin", |x| Ok(x.asin()))),
-        SeaFn::new("atan", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "atan", |x| Ok(x.atan()))),
-        SeaFn::new("cos", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "cos", |x| Ok(x.cos()))),
-        SeaFn::new("cosh", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "cosh", |x| Ok(x.cosh()))),
+        SeaFn::new("acos", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "acos", |x| Ok(x.acos()))
+        }),
+        SeaFn::new("asin", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "asin", |x| Ok(x.asin()))
+        }),
+        SeaFn::new("atan", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "atan", |x| Ok(x.atan()))
+        }),
+        SeaFn::new("cos", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "cos", |x| Ok(x.cos()))
+        }),
+        SeaFn::new("cosh", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "cosh", |x| Ok(x.cosh()))
+        }),
         SeaFn::new("cot", &[F], 1, ret!(DataType::Float64), |a, _| {
             f64_unary(a, "cot", |x| {
                 let t = x.tan();
@@ -34,21 +45,52 @@ pub(super) fn functions() -> Vec<SeaFn> {
                 }
             })
         }),
-        SeaFn::new("sin", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "sin", |x| Ok(x.sin()))),
-        SeaFn::new("sinh", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "sinh", |x| Ok(x.sinh()))),
-        SeaFn::new("tan", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "tan", |x| Ok(x.tan()))),
-        SeaFn::new("tanh", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "tanh", |x| Ok(x.tanh()))),
-        SeaFn::new("exp", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "exp", |x| Ok(x.exp()))),
+        SeaFn::new("sin", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "sin", |x| Ok(x.sin()))
+        }),
+        SeaFn::new("sinh", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "sinh", |x| Ok(x.sinh()))
+        }),
+        SeaFn::new("tan", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "tan", |x| Ok(x.tan()))
+        }),
+        SeaFn::new("tanh", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "tanh", |x| Ok(x.tanh()))
+        }),
+        SeaFn::new("exp", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "exp", |x| Ok(x.exp()))
+        }),
         SeaFn::new("ln", &[F], 1, ret!(DataType::Float64), |a, _| {
-            f64_unary(a, "ln", |x| if x <= 0.0 { Err("argument must be positive") } else { Ok(x.ln()) })
+            f64_unary(a, "ln", |x| {
+                if x <= 0.0 {
+                    Err("argument must be positive")
+                } else {
+                    Ok(x.ln())
+                }
+            })
         }),
         SeaFn::new("log10", &[F], 1, ret!(DataType::Float64), |a, _| {
-            f64_unary(a, "log10", |x| if x <= 0.0 { Err("argument must be positive") } else { Ok(x.log10()) })
+            f64_unary(a, "log10", |x| {
+                if x <= 0.0 {
+                    Err("argument must be positive")
+                } else {
+                    Ok(x.log10())
+                }
+            })
         }),
-        SeaFn::new("radians", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "radians", |x| Ok(x.to_radians()))),
-        SeaFn::new("sqrt", &[F], 1, ret!(DataType::Float64), |a, _| f64_unary(a, "sqrt", |x| Ok(x.sqrt()))),
-        SeaFn::new("atan2", &[F, F], 2, ret!(DataType::Float64), |a, _| f64_binary(a, "atan2", |y, x| Ok(y.atan2(x)))),
-        SeaFn::new("power", &[F, F], 2, ret!(DataType::Float64), |a, _| f64_binary(a, "power", |x, y| Ok(x.powf(y)))).alias(&["pow"]),
+        SeaFn::new("radians", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "radians", |x| Ok(x.to_radians()))
+        }),
+        SeaFn::new("sqrt", &[F], 1, ret!(DataType::Float64), |a, _| {
+            f64_unary(a, "sqrt", |x| Ok(x.sqrt()))
+        }),
+        SeaFn::new("atan2", &[F, F], 2, ret!(DataType::Float64), |a, _| {
+            f64_binary(a, "atan2", |y, x| Ok(y.atan2(x)))
+        }),
+        SeaFn::new("power", &[F, F], 2, ret!(DataType::Float64), |a, _| {
+            f64_binary(a, "power", |x, y| Ok(x.powf(y)))
+        })
+        .alias(&["pow"]),
         SeaFn::new("log", &[F, F], 2, ret!(DataType::Float64), |a, _| {
             f64_binary(a, "log", |base, x| {
                 if base <= 0.0 {
@@ -64,29 +106,59 @@ pub(super) fn functions() -> Vec<SeaFn> {
                 }
             })
         }),
-        SeaFn::new("pi", &[], 0, ret!(DataType::Float64), |a, _| Ok(Arc::new(Float64Array::from(vec![std::f64::consts::PI; a.rows])))),
-        SeaFn::new("mod", &[N, N], 2, |t, _| Ok(t.get(1).cloned().unwrap_or(DataType::Null)), modulo),
-        SeaFn::new("ceil", &[N, I], 1, ret!(DataType::Int32), |a, _| ceil_floor(a, Mode::Ceiling)).alias(&["ceiling"]),
-        SeaFn::new("floor", &[N, I], 1, ret!(DataType::Int32), |a, _| ceil_floor(a, Mode::Floor)),
-        SeaFn::new("rand", &[I], 0, ret!(DataType::Float64), random).alias(&["random"]).volatile(),
+        SeaFn::new("pi", &[], 0, ret!(DataType::Float64), |a, _| {
+            Ok(Arc::new(Float64Array::from(vec![
+                std::f64::consts::PI;
+                a.rows
+            ])))
+        }),
+        SeaFn::new(
+            "mod",
+            &[N, N],
+            2,
+            |t, _| Ok(t.get(1).cloned().unwrap_or(DataType::Null)),
+            modulo,
+        ),
+        SeaFn::new("ceil", &[N, I], 1, ret!(DataType::Int32), |a, _| {
+            ceil_floor(a, Mode::Ceiling)
+        })
+        .alias(&["ceiling"]),
+        SeaFn::new("floor", &[N, I], 1, ret!(DataType::Int32), |a, _| {
+            ceil_floor(a, Mode::Floor)
+        }),
+        SeaFn::new("rand", &[I], 0, ret!(DataType::Float64), random)
+            .alias(&["random"])
+            .volatile(),
         SeaFn::new("round", &[N, I], 1, ret_first, round),
         SeaFn::new("sign", &[N], 1, ret!(DataType::Int32), sign),
         SeaFn::new("trunc", &[N, I], 1, ret!(DataType::Float64), trunc).alias(&["truncate"]),
     ]
 }
 
-fn f64_unary(a: &Args, name: &str, f: impl Fn(f64) -> Result<f64, &'static str>) -> DFResult<ArrayRef> {
+fn f64_unary(
+    a: &Args,
+    name: &str,
+    f: impl Fn(f64) -> Result<f64, &'static str>,
+) -> DFResult<ArrayRef> {
     let x = a.prim::<Float64Type>(0)?;
     prim_out::<Float64Type>(a.rows, |i| match x.get(i) {
         None => Ok(None),
-        Some(v) => f(v).map(Some).map_err(|e| fn_error(name, format!("{e}, got {v}"))),
+        Some(v) => f(v)
+            .map(Some)
+            .map_err(|e| fn_error(name, format!("{e}, got {v}"))),
     })
 }
 
-fn f64_binary(a: &Args, name: &str, f: impl Fn(f64, f64) -> Result<f64, &'static str>) -> DFResult<ArrayRef> {
+fn f64_binary(
+    a: &Args,
+    name: &str,
+    f: impl Fn(f64, f64) -> Result<f64, &'static str>,
+) -> DFResult<ArrayRef> {
     let (x, y) = (a.prim::<Float64Type>(0)?, a.prim::<Float64Type>(1)?);
     prim_out::<Float64Type>(a.rows, |i| match (x.get(i), y.get(i)) {
-        (Some(u), Some(v)) => f(u, v).map(Some).map_err(|e| fn_error(name, format!("{e}, got {u}, {v}"))),
+        (Some(u), Some(v)) => f(u, v)
+            .map(Some)
+            .map_err(|e| fn_error(name, format!("{e}, got {u}, {v}"))),
         _ => Ok(None),
     })
 }
@@ -120,11 +192,27 @@ fn abs(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 }
 
 fn modulo(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
-    let l = arrow::compute::cast(&full(a, 0)?, ret)?;
-    let r = full(a, 1)?;
-    let r = arrow::compute::cast(&r, ret)?;
+    // The remainder is taken in a type wide enough for both sides (SeaTunnel uses
+    // BigDecimal), then converted to the second argument's type.
+    let (lt, rt) = (a.data_type(0), a.data_type(1));
+    let wide = match (lt, rt) {
+        (DataType::Decimal128(_, s1), DataType::Decimal128(_, s2)) => {
+            DataType::Decimal128(38, (*s1).max(*s2))
+        }
+        (DataType::Decimal128(_, s), t) | (t, DataType::Decimal128(_, s)) if t.is_integer() => {
+            DataType::Decimal128(38, *s)
+        }
+        (l, r) if l.is_integer() && r.is_integer() => DataType::Int64,
+        _ => DataType::Float64,
+    };
+    let l = arrow::compute::cast(&full(a, 0)?, &wide)?;
+    let r = arrow::compute::cast(&full(a, 1)?, &wide)?;
     let out = arrow::compute::kernels::numeric::rem(&l, &r).map_err(|e| fn_error("mod", e))?;
-    Ok(if out.data_type() == ret { out } else { arrow::compute::cast(&out, ret)? })
+    Ok(if out.data_type() == ret {
+        out
+    } else {
+        arrow::compute::cast(&out, ret)?
+    })
 }
 
 /// Java's RoundingMode values SeaTunnel uses.
@@ -209,8 +297,14 @@ fn round_f64(d: f64, scale: i64, mode: Mode) -> f64 {
     let (ip, fp) = digits.split_once('.').unwrap_or((digits, ""));
     let keep = scale.max(0) as usize;
     let next = fp.as_bytes().get(keep).copied().unwrap_or(b'0');
-    let truncated: f64 = format!("{ip}.{}", &fp[..keep.min(fp.len())]).parse().unwrap_or(d.abs());
-    let r = if next >= b'5' { truncated + 1.0 / m } else { truncated };
+    let truncated: f64 = format!("{ip}.{}", &fp[..keep.min(fp.len())])
+        .parse()
+        .unwrap_or(d.abs());
+    let r = if next >= b'5' {
+        truncated + 1.0 / m
+    } else {
+        truncated
+    };
     let r = (r * m).round() / m;
     if neg {
         -r
@@ -228,7 +322,10 @@ fn round_generic(a: &Args, mode: Mode) -> DFResult<ArrayRef> {
     macro_rules! ints {
         ($ty:ty, $n:ty) => {{
             let x = a.prim::<$ty>(0)?;
-            prim_out::<$ty>(a.rows, |i| Ok(x.get(i).map(|v| round_int(v as i64, scale_arg(a, i).unwrap_or(0), mode) as $n)))?
+            prim_out::<$ty>(a.rows, |i| {
+                Ok(x.get(i)
+                    .map(|v| round_int(v as i64, scale_arg(a, i).unwrap_or(0), mode) as $n))
+            })?
         }};
     }
     Ok(match &t {
@@ -238,11 +335,17 @@ fn round_generic(a: &Args, mode: Mode) -> DFResult<ArrayRef> {
         DataType::Int64 => ints!(Int64Type, i64),
         DataType::Float32 => {
             let x = a.prim::<Float32Type>(0)?;
-            prim_out::<Float32Type>(a.rows, |i| Ok(x.get(i).map(|v| round_f64(v as f64, scale_arg(a, i).unwrap_or(0), mode) as f32)))?
+            prim_out::<Float32Type>(a.rows, |i| {
+                Ok(x.get(i)
+                    .map(|v| round_f64(v as f64, scale_arg(a, i).unwrap_or(0), mode) as f32))
+            })?
         }
         DataType::Float64 => {
             let x = a.prim::<Float64Type>(0)?;
-            prim_out::<Float64Type>(a.rows, |i| Ok(x.get(i).map(|v| round_f64(v, scale_arg(a, i).unwrap_or(0), mode))))?
+            prim_out::<Float64Type>(a.rows, |i| {
+                Ok(x.get(i)
+                    .map(|v| round_f64(v, scale_arg(a, i).unwrap_or(0), mode)))
+            })?
         }
         DataType::Decimal128(p, s) => {
             let x = a.prim::<Decimal128Type>(0)?;
@@ -258,7 +361,11 @@ fn round_generic(a: &Args, mode: Mode) -> DFResult<ArrayRef> {
                     }
                 }))
             })?;
-            Arc::new(out.as_primitive::<Decimal128Type>().clone().with_data_type(DataType::Decimal128(*p, s as i8)))
+            Arc::new(
+                out.as_primitive::<Decimal128Type>()
+                    .clone()
+                    .with_data_type(DataType::Decimal128(*p, s as i8)),
+            )
         }
         other => return exec_err!("unsupported type {other}"),
     })
@@ -277,7 +384,13 @@ fn ceil_floor(a: &Args, mode: Mode) -> DFResult<ArrayRef> {
     // SeaTunnel returns the rounded value's intValue().
     let f = to_f64(&rounded)?;
     let f = f.as_primitive::<Float64Type>();
-    prim_out::<Int32Type>(a.rows, |i| Ok(if f.is_null(i) { None } else { Some(f.value(i) as i32) }))
+    prim_out::<Int32Type>(a.rows, |i| {
+        Ok(if f.is_null(i) {
+            None
+        } else {
+            Some(f.value(i) as i32)
+        })
+    })
 }
 
 fn trunc(a: &Args, _: &DataType) -> DFResult<ArrayRef> {

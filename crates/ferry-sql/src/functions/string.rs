@@ -13,7 +13,10 @@ use super::{fn_error, Arg, Args, SeaFn};
 use crate::ret;
 
 /// Builds a text column: `f` writes row `i` into the buffer and says whether it is non-null.
-pub(crate) fn str_out(rows: usize, mut f: impl FnMut(usize, &mut String) -> DFResult<bool>) -> DFResult<ArrayRef> {
+pub(crate) fn str_out(
+    rows: usize,
+    mut f: impl FnMut(usize, &mut String) -> DFResult<bool>,
+) -> DFResult<ArrayRef> {
     let mut b = StringBuilder::with_capacity(rows, rows * 8);
     let mut buf = String::new();
     for i in 0..rows {
@@ -28,7 +31,10 @@ pub(crate) fn str_out(rows: usize, mut f: impl FnMut(usize, &mut String) -> DFRe
 }
 
 /// Builds a primitive column from `f(i)`.
-pub(crate) fn prim_out<T: ArrowPrimitiveType>(rows: usize, mut f: impl FnMut(usize) -> DFResult<Option<T::Native>>) -> DFResult<ArrayRef> {
+pub(crate) fn prim_out<T: ArrowPrimitiveType>(
+    rows: usize,
+    mut f: impl FnMut(usize) -> DFResult<Option<T::Native>>,
+) -> DFResult<ArrayRef> {
     let mut b = PrimitiveBuilder::<T>::with_capacity(rows);
     for i in 0..rows {
         b.append_option(f(i)?);
@@ -37,7 +43,10 @@ pub(crate) fn prim_out<T: ArrowPrimitiveType>(rows: usize, mut f: impl FnMut(usi
 }
 
 /// Builds a boolean column from `f(i)`.
-pub(crate) fn bool_out(rows: usize, mut f: impl FnMut(usize) -> DFResult<Option<bool>>) -> DFResult<ArrayRef> {
+pub(crate) fn bool_out(
+    rows: usize,
+    mut f: impl FnMut(usize) -> DFResult<Option<bool>>,
+) -> DFResult<ArrayRef> {
     let mut b = BooleanBuilder::with_capacity(rows);
     for i in 0..rows {
         b.append_option(f(i)?);
@@ -66,13 +75,20 @@ pub(super) fn functions() -> Vec<SeaFn> {
     vec![
         SeaFn::new("ascii", &[S], 1, ret!(DataType::Int32), ascii),
         SeaFn::new("bit_length", &[S], 1, ret!(DataType::Int64), bit_length),
-        SeaFn::new("char_length", &[S], 1, ret!(DataType::Int64), char_length).alias(&["length", "character_length"]),
+        SeaFn::new("char_length", &[S], 1, ret!(DataType::Int64), char_length)
+            .alias(&["length", "character_length"]),
         SeaFn::new("octet_length", &[S], 1, ret!(DataType::Int64), octet_length),
         SeaFn::new("char", &[I], 1, ret!(DataType::Utf8), chr).alias(&["chr"]),
         SeaFn::new("concat", &[S], 1, ret!(DataType::Utf8), concat).variadic(),
         SeaFn::new("concat_ws", &[S, S], 2, ret!(DataType::Utf8), concat_ws).variadic(),
         SeaFn::new("hextoraw", &[S], 1, ret!(DataType::Utf8), hextoraw),
-        SeaFn::new("rawtohex", &[Arg::StrOrBytes], 1, ret!(DataType::Utf8), rawtohex),
+        SeaFn::new(
+            "rawtohex",
+            &[Arg::StrOrBytes],
+            1,
+            ret!(DataType::Utf8),
+            rawtohex,
+        ),
         SeaFn::new("insert", &[S, I, I, S], 4, ret!(DataType::Utf8), insert),
         SeaFn::new("lower", &[S], 1, ret!(DataType::Utf8), lower).alias(&["lcase"]),
         SeaFn::new("upper", &[S], 1, ret!(DataType::Utf8), upper).alias(&["ucase"]),
@@ -87,9 +103,27 @@ pub(super) fn functions() -> Vec<SeaFn> {
         SeaFn::new("rtrim", &[S, S], 1, ret!(DataType::Utf8), rtrim),
         // `TRIM(x, c)` and `TRIM(BOTH c FROM x)` reach the planner as `btrim`.
         SeaFn::new("trim", &[S, S], 1, ret!(DataType::Utf8), trim).alias(&["btrim"]),
-        SeaFn::new("regexp_replace", &[S, S, S, S], 3, ret!(DataType::Utf8), regexp_replace),
-        SeaFn::new("regexp_like", &[S, S, S], 2, ret!(DataType::Boolean), regexp_like),
-        SeaFn::new("regexp_substr", &[S, S, I, I, S, I], 2, ret!(DataType::Utf8), regexp_substr),
+        SeaFn::new(
+            "regexp_replace",
+            &[S, S, S, S],
+            3,
+            ret!(DataType::Utf8),
+            regexp_replace,
+        ),
+        SeaFn::new(
+            "regexp_like",
+            &[S, S, S],
+            2,
+            ret!(DataType::Boolean),
+            regexp_like,
+        ),
+        SeaFn::new(
+            "regexp_substr",
+            &[S, S, I, I, S, I],
+            2,
+            ret!(DataType::Utf8),
+            regexp_substr,
+        ),
         SeaFn::new("repeat", &[S, I], 2, ret!(DataType::Utf8), repeat),
         SeaFn::new("replace", &[S, S, S], 2, ret!(DataType::Utf8), replace),
         SeaFn::new("soundex", &[S], 1, ret!(DataType::Utf8), soundex),
@@ -102,7 +136,11 @@ pub(super) fn functions() -> Vec<SeaFn> {
 
 fn ascii(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let s = a.str(0)?;
-    prim_out::<Int32Type>(a.rows, |i| Ok(s.get(i).and_then(|v| v.encode_utf16().next()).map(|c| c as i32)))
+    prim_out::<Int32Type>(a.rows, |i| {
+        Ok(s.get(i)
+            .and_then(|v| v.encode_utf16().next())
+            .map(|c| c as i32))
+    })
 }
 
 fn bit_length(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
@@ -132,18 +170,22 @@ fn octet_length(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 fn chr(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let n = a.prim::<Int64Type>(0)?;
     str_out(a.rows, |i, buf| {
-        Ok(match n.get(i).and_then(|c| char::from_u32((c as u32) & 0xffff)) {
-            Some(c) => {
-                buf.push(c);
-                true
-            }
-            None => false,
-        })
+        Ok(
+            match n.get(i).and_then(|c| char::from_u32((c as u32) & 0xffff)) {
+                Some(c) => {
+                    buf.push(c);
+                    true
+                }
+                None => false,
+            },
+        )
     })
 }
 
 fn concat(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
-    let cols = (0..a.len()).map(|k| a.str(k)).collect::<DFResult<Vec<_>>>()?;
+    let cols = (0..a.len())
+        .map(|k| a.str(k))
+        .collect::<DFResult<Vec<_>>>()?;
     // Nulls are skipped, so the result is never null (SeaTunnel's CONCAT and `||`).
     str_out(a.rows, |i, buf| {
         for c in &cols {
@@ -157,7 +199,9 @@ fn concat(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 
 fn concat_ws(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let sep = a.str(0)?;
-    let cols = (1..a.len()).map(|k| a.str(k)).collect::<DFResult<Vec<_>>>()?;
+    let cols = (1..a.len())
+        .map(|k| a.str(k))
+        .collect::<DFResult<Vec<_>>>()?;
     str_out(a.rows, |i, buf| {
         let sep = sep.get(i);
         let mut first = true;
@@ -182,11 +226,15 @@ fn hextoraw(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     str_out(a.rows, |i, buf| {
         let Some(v) = s.get(i) else { return Ok(false) };
         if v.len() % 4 != 0 || !v.is_ascii() {
-            return Err(fn_error("hextoraw", format!("'{v}' is not a sequence of 4-digit hex numbers")));
+            return Err(fn_error(
+                "hextoraw",
+                format!("'{v}' is not a sequence of 4-digit hex numbers"),
+            ));
         }
         units.clear();
         for k in (0..v.len()).step_by(4) {
-            let u = u16::from_str_radix(&v[k..k + 4], 16).map_err(|_| fn_error("hextoraw", format!("'{v}' is not hexadecimal")))?;
+            let u = u16::from_str_radix(&v[k..k + 4], 16)
+                .map_err(|_| fn_error("hextoraw", format!("'{v}' is not hexadecimal")))?;
             units.push(u);
         }
         buf.push_str(&String::from_utf16_lossy(&units));
@@ -223,7 +271,11 @@ fn char_slice(s: &str, from: usize, to: usize) -> &str {
         let to = to.min(s.len());
         return &s[from.min(to)..to];
     }
-    let start = s.char_indices().nth(from).map(|(b, _)| b).unwrap_or(s.len());
+    let start = s
+        .char_indices()
+        .nth(from)
+        .map(|(b, _)| b)
+        .unwrap_or(s.len());
     let end = s.char_indices().nth(to).map(|(b, _)| b).unwrap_or(s.len());
     &s[start..end.max(start)]
 }
@@ -237,7 +289,12 @@ fn char_count(s: &str) -> usize {
 }
 
 fn insert(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
-    let (s1, st, ln, s2) = (a.str(0)?, a.prim::<Int64Type>(1)?, a.prim::<Int64Type>(2)?, a.str(3)?);
+    let (s1, st, ln, s2) = (
+        a.str(0)?,
+        a.prim::<Int64Type>(1)?,
+        a.prim::<Int64Type>(2)?,
+        a.str(3)?,
+    );
     str_out(a.rows, |i, buf| {
         let (v1, v2) = (s1.get(i), s2.get(i));
         let (v1, v2) = match (v1, v2) {
@@ -248,7 +305,9 @@ fn insert(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
             }
             (Some(x), Some(y)) => (x, y),
         };
-        let (Some(start), Some(length)) = (st.get(i), ln.get(i)) else { return Ok(false) };
+        let (Some(start), Some(length)) = (st.get(i), ln.get(i)) else {
+            return Ok(false);
+        };
         let len1 = char_count(v1) as i64;
         let start = start - 1;
         if start < 0 || length <= 0 || v2.is_empty() || start > len1 {
@@ -286,7 +345,9 @@ fn upper(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 fn left(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let (s, n) = (a.str(0)?, a.prim::<Int64Type>(1)?);
     str_out(a.rows, |i, buf| {
-        let (Some(v), Some(n)) = (s.get(i), n.get(i)) else { return Ok(false) };
+        let (Some(v), Some(n)) = (s.get(i), n.get(i)) else {
+            return Ok(false);
+        };
         buf.push_str(char_slice(v, 0, n.max(0) as usize));
         Ok(true)
     })
@@ -295,7 +356,9 @@ fn left(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 fn right(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let (s, n) = (a.str(0)?, a.prim::<Int64Type>(1)?);
     str_out(a.rows, |i, buf| {
-        let (Some(v), Some(n)) = (s.get(i), n.get(i)) else { return Ok(false) };
+        let (Some(v), Some(n)) = (s.get(i), n.get(i)) else {
+            return Ok(false);
+        };
         let len = char_count(v);
         let n = (n.max(0) as usize).min(len);
         buf.push_str(char_slice(v, len - n, len));
@@ -315,18 +378,29 @@ fn find_pos(s: &str, search: &str, start: i64) -> i32 {
             return 0;
         }
         let from = (from as usize).min(chars.len());
-        (0..=from).rev().find(|k| matches_at(*k)).map(|k| k as i32 + 1).unwrap_or(0)
+        (0..=from)
+            .rev()
+            .find(|k| matches_at(*k))
+            .map(|k| k as i32 + 1)
+            .unwrap_or(0)
     } else {
         let from = if start == 0 { 0 } else { start as usize - 1 };
-        (from..=chars.len()).find(|k| matches_at(*k)).map(|k| k as i32 + 1).unwrap_or(0)
+        (from..=chars.len())
+            .find(|k| matches_at(*k))
+            .map(|k| k as i32 + 1)
+            .unwrap_or(0)
     }
 }
 
 fn locate(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let (search, s) = (a.str(0)?, a.str(1)?);
     prim_out::<Int32Type>(a.rows, |i| {
-        let Some(v) = s.get(i) else { return Ok(Some(0)) };
-        let Some(p) = search.get(i) else { return Ok(None) };
+        let Some(v) = s.get(i) else {
+            return Ok(Some(0));
+        };
+        let Some(p) = search.get(i) else {
+            return Ok(None);
+        };
         let start = a.opt_i64(2, i)?.unwrap_or(1);
         Ok(Some(find_pos(v, p, start)))
     })
@@ -335,8 +409,12 @@ fn locate(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 fn instr(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let (s, search) = (a.str(0)?, a.str(1)?);
     prim_out::<Int32Type>(a.rows, |i| {
-        let Some(v) = s.get(i) else { return Ok(Some(0)) };
-        let Some(p) = search.get(i) else { return Ok(None) };
+        let Some(v) = s.get(i) else {
+            return Ok(Some(0));
+        };
+        let Some(p) = search.get(i) else {
+            return Ok(None);
+        };
         let start = a.opt_i64(2, i)?.unwrap_or(1);
         Ok(Some(find_pos(v, p, start)))
     })
@@ -346,14 +424,20 @@ fn pad(a: &Args, right: bool) -> DFResult<ArrayRef> {
     let (s, n) = (a.str(0)?, a.prim::<Int64Type>(1)?);
     let padding = if a.len() > 2 { Some(a.str(2)?) } else { None };
     str_out(a.rows, |i, buf| {
-        let (Some(v), Some(n)) = (s.get(i), n.get(i)) else { return Ok(false) };
+        let (Some(v), Some(n)) = (s.get(i), n.get(i)) else {
+            return Ok(false);
+        };
         let n = n.max(0) as usize;
         let len = char_count(v);
         if n <= len {
             buf.push_str(char_slice(v, 0, n));
             return Ok(true);
         }
-        let c = padding.as_ref().and_then(|p| p.get(i)).and_then(|p| p.chars().next()).unwrap_or(' ');
+        let c = padding
+            .as_ref()
+            .and_then(|p| p.get(i))
+            .and_then(|p| p.chars().next())
+            .unwrap_or(' ');
         if right {
             buf.push_str(v);
         }
@@ -379,7 +463,11 @@ fn trim_impl(a: &Args, leading: bool, trailing: bool) -> DFResult<ArrayRef> {
     str_out(a.rows, |i, buf| {
         let Some(v) = s.get(i) else { return Ok(false) };
         // Only the first character of the trim text counts, as in SeaTunnel.
-        let c = sp.as_ref().and_then(|p| p.get(i)).and_then(|p| p.chars().next()).unwrap_or(' ');
+        let c = sp
+            .as_ref()
+            .and_then(|p| p.get(i))
+            .and_then(|p| p.chars().next())
+            .unwrap_or(' ');
         let mut r = v;
         if leading {
             r = r.trim_start_matches(c);
@@ -413,10 +501,20 @@ pub(crate) fn java_regex(fname: &str, pattern: &str, mode: Option<&str>) -> DFRe
             'c' => b.case_insensitive(false),
             'n' => b.dot_matches_new_line(true),
             'm' => b.multi_line(true),
-            other => return Err(fn_error(fname, format!("unsupported regexp mode '{other}' (valid: i, c, n, m)"))),
+            other => {
+                return Err(fn_error(
+                    fname,
+                    format!("unsupported regexp mode '{other}' (valid: i, c, n, m)"),
+                ))
+            }
         };
     }
-    b.build().map_err(|e| fn_error(fname, format!("invalid regular expression '{pattern}': {e}")))
+    b.build().map_err(|e| {
+        fn_error(
+            fname,
+            format!("invalid regular expression '{pattern}': {e}"),
+        )
+    })
 }
 
 /// Compiles regexes once per distinct (pattern, mode), so constant patterns compile once
@@ -429,7 +527,11 @@ struct RegexCache {
 
 impl RegexCache {
     fn new(fname: &'static str) -> Self {
-        RegexCache { fname, key: None, re: None }
+        RegexCache {
+            fname,
+            key: None,
+            re: None,
+        }
     }
     fn get(&mut self, pattern: &str, mode: Option<&str>) -> DFResult<&Regex> {
         let same = matches!(&self.key, Some((p, m)) if p == pattern && m.as_deref() == mode);
@@ -437,7 +539,9 @@ impl RegexCache {
             self.re = Some(java_regex(self.fname, pattern, mode)?);
             self.key = Some((pattern.to_string(), mode.map(str::to_string)));
         }
-        self.re.as_ref().ok_or_else(|| fn_error(self.fname, "regex cache is empty"))
+        self.re
+            .as_ref()
+            .ok_or_else(|| fn_error(self.fname, "regex cache is empty"))
     }
 }
 
@@ -478,7 +582,9 @@ fn regexp_replace(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let mut repl = String::new();
     str_out(a.rows, |i, buf| {
         let Some(v) = s.get(i) else { return Ok(false) };
-        let (Some(pat), Some(rep)) = (p.get(i), r.get(i)) else { return Ok(false) };
+        let (Some(pat), Some(rep)) = (p.get(i), r.get(i)) else {
+            return Ok(false);
+        };
         if repl_key.as_deref() != Some(rep) {
             repl = java_replacement(rep);
             repl_key = Some(rep.to_string());
@@ -497,7 +603,11 @@ fn regexp_like(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
         let Some(v) = s.get(i) else { return Ok(None) };
         let Some(pat) = p.get(i) else { return Ok(None) };
         // Java's Matcher.find(): a match anywhere.
-        Ok(Some(cache.get(pat, mode.as_ref().and_then(|m| m.get(i)))?.is_match(v)))
+        Ok(Some(
+            cache
+                .get(pat, mode.as_ref().and_then(|m| m.get(i)))?
+                .is_match(v),
+        ))
     })
 }
 
@@ -511,12 +621,18 @@ fn regexp_substr(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let mut cache = RegexCache::new("regexp_substr");
     str_out(a.rows, |i, buf| {
         let Some(v) = s.get(i) else { return Ok(false) };
-        let Some(pat) = p.get(i) else { return Ok(false) };
+        let Some(pat) = p.get(i) else {
+            return Ok(false);
+        };
         let position = (a.opt_i64(2, i)?.unwrap_or(1) - 1).max(0) as usize;
         let occurrence = a.opt_i64(3, i)?.unwrap_or(1);
         let group = a.opt_i64(5, i)?.unwrap_or(0).max(0) as usize;
         let re = cache.get(pat, mode.as_ref().and_then(|m| m.get(i)))?;
-        let from = v.char_indices().nth(position).map(|(b, _)| b).unwrap_or(v.len());
+        let from = v
+            .char_indices()
+            .nth(position)
+            .map(|(b, _)| b)
+            .unwrap_or(v.len());
         let mut found = None;
         for (n, caps) in re.captures_iter(&v[from..]).enumerate() {
             if n as i64 + 1 >= occurrence {
@@ -537,7 +653,9 @@ fn regexp_substr(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 fn repeat(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let (s, n) = (a.str(0)?, a.prim::<Int64Type>(1)?);
     str_out(a.rows, |i, buf| {
-        let (Some(v), Some(n)) = (s.get(i), n.get(i)) else { return Ok(false) };
+        let (Some(v), Some(n)) = (s.get(i), n.get(i)) else {
+            return Ok(false);
+        };
         for _ in 0..n.max(0) {
             buf.push_str(v);
         }
@@ -550,7 +668,9 @@ fn replace(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let after = if a.len() > 2 { Some(a.str(2)?) } else { None };
     str_out(a.rows, |i, buf| {
         let Some(v) = s.get(i) else { return Ok(false) };
-        let Some(b) = before.get(i) else { return Ok(false) };
+        let Some(b) = before.get(i) else {
+            return Ok(false);
+        };
         let af = after.as_ref().and_then(|x| x.get(i)).unwrap_or("");
         if b.is_empty() {
             buf.push_str(v);
@@ -606,9 +726,15 @@ fn space(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 
 fn substring(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let (s, st) = (a.str(0)?, a.prim::<Int64Type>(1)?);
-    let ln = if a.len() > 2 { Some(a.prim::<Int64Type>(2)?) } else { None };
+    let ln = if a.len() > 2 {
+        Some(a.prim::<Int64Type>(2)?)
+    } else {
+        None
+    };
     str_out(a.rows, |i, buf| {
-        let (Some(v), Some(mut start)) = (s.get(i), st.get(i)) else { return Ok(false) };
+        let (Some(v), Some(mut start)) = (s.get(i), st.get(i)) else {
+            return Ok(false);
+        };
         let sl = char_count(v) as i64;
         if start == 0 {
             start = 1;
@@ -632,7 +758,11 @@ fn substring(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 
 fn to_char(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
     let t = a.data_type(0);
-    if matches!(t, DataType::Date32 | DataType::Timestamp(_, _) | DataType::Time64(_)) && a.len() > 1 {
+    if matches!(
+        t,
+        DataType::Date32 | DataType::Timestamp(_, _) | DataType::Time64(_)
+    ) && a.len() > 1
+    {
         return super::datetime::format_kernel("to_char", a, ret);
     }
     // Text of the value, as Java's toString.
