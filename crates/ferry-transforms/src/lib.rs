@@ -7,18 +7,27 @@
 //! carried through (FilterRowKind filters on them, RowKindExtractor turns them into a field).
 
 mod common;
+mod naming;
 pub mod copy;
+pub mod field_rename;
 pub mod field_mapper;
 pub mod filter;
 pub mod filter_row_kind;
 pub mod replace;
 pub mod row_kind_extractor;
 pub mod split;
+pub mod table_filter;
+pub mod table_merge;
+pub mod table_rename;
 
 pub use copy::CopyTransformFactory;
 pub use field_mapper::FieldMapperTransformFactory;
+pub use field_rename::FieldRenameTransformFactory;
 pub use filter::FilterTransformFactory;
 pub use filter_row_kind::FilterRowKindTransformFactory;
 pub use replace::ReplaceTransformFactory;
 pub use row_kind_extractor::RowKindExtractorTransformFactory;
 pub use split::SplitTransformFactory;
+pub use table_filter::TableFilterTransformFactory;
+pub use table_merge::TableMergeTransformFactory;
+pub use table_rename::TableRenameTransformFactory;
