@@ -192,7 +192,14 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         _ => CheckpointMode::ExactlyOnce,
     };
     let checkpoint = CheckpointSettings {
-        interval_ms: job.env.checkpoint_interval_ms.filter(|i| *i > 0),
+        // Streaming jobs checkpoint every 10 s unless told otherwise, as SeaTunnel's engine does:
+        // transactional sinks publish only at checkpoints.
+        interval_ms: match (job.env.checkpoint_interval_ms, ctx.mode) {
+            (Some(0), _) => None,
+            (Some(i), _) => Some(i),
+            (None, JobMode::Streaming) => Some(10_000),
+            (None, JobMode::Batch) => None,
+        },
         timeout_ms: job.env.checkpoint_timeout_ms.unwrap_or(600_000),
         mode,
         retained: job.env.checkpoint_retained.unwrap_or(3).max(1),

@@ -1,0 +1,180 @@
+//! End-to-end tests of the `ferry` command: good runs, and each kind of bad input with
+//! its exact message.
+
+mod common;
+
+use std::path::Path;
+
+use common::ferry;
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write job file");
+    p
+}
+
+fn run(job: &Path, extra: &[&str]) -> (bool, String, String) {
+    let out = ferry().arg("run").arg(job).args(extra).output().expect("ferry runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+}
+
+const GOOD: &str = r#"
+env { job.mode = "BATCH" }
+source {
+  FakeSource {
+    plugin_output = "fake"
+    row.num = 20
+    schema = { fields { id = int, name = string } }
+  }
+}
+sink {
+  Assert {
+    plugin_input = "fake"
+    rules { row_rules = [{ rule_type = MIN_ROW, rule_value = 20 }, { rule_type = MAX_ROW, rule_value = 20 }] }
+  }
+}
+"#;
+
+#[test]
+fn a_good_job_exits_zero_with_a_summary_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(dir.path(), "good.conf", GOOD);
+    let (ok, _, err) = run(&job, &[]);
+    assert!(ok, "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("ferry: job 'ferry' finished in "), "{err}");
+    assert!(last.contains("read 20 [fake=20], wrote [Assert=20]"), "{err}");
+}
+
+#[test]
+fn check_prints_the_plan_without_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(dir.path(), "good.conf", GOOD);
+    let out = ferry().arg("check").arg(&job).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("source FakeSource (parallelism 1) -> fake"), "{text}");
+    assert!(text.contains("table fake: id int, name string"), "{text}");
+    assert!(text.contains("sink Assert (parallelism 1) <- fake"), "{text}");
+}
+
+#[test]
+fn a_syntax_error_names_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(dir.path(), "bad.conf", "env {\n  job.mode = \"BATCH\"\n}\nsource {\n  FakeSource {\n    row.num = [1, 2\n  }\n}\n");
+    let (ok, _, err) = run(&job, &[]);
+    assert!(!ok);
+    let first = err.lines().find(|l| l.starts_with("error: ")).unwrap_or_default();
+    assert!(first.starts_with(&format!("error: {}:", job.display())), "{err}");
+}
+
+#[test]
+fn an_unknown_option_names_line_plugin_option_and_nearest_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(
+        dir.path(),
+        "typo.conf",
+        "env { job.mode = BATCH }\nsource {\n  FakeSource {\n    row.nmu = 5\n    schema = { fields { id = int } }\n  }\n}\nsink { Console {} }\n",
+    );
+    let (ok, _, err) = run(&job, &[]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("error: {}:4: source FakeSource: option 'row.nmu': unknown option (did you mean 'row.num'?", job.display())),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_connector_lists_the_available_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(dir.path(), "unknown.conf", "source {\n  FakeSorce {\n    schema = { fields { id = int } }\n  }\n}\nsink { Console {} }\n");
+    let (ok, _, err) = run(&job, &[]);
+    assert!(!ok);
+    assert!(err.contains(&format!("error: {}:2: unknown source plugin 'FakeSorce' (did you mean 'FakeSource'?", job.display())), "{err}");
+}
+
+#[test]
+fn a_missing_input_file_names_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no/such/dir");
+    let job = write(
+        dir.path(),
+        "missing.conf",
+        &format!(
+            "source {{\n  LocalFile {{\n    path = \"{}\"\n    file_format_type = \"json\"\n    schema = {{ fields {{ id = int }} }}\n  }}\n}}\nsink {{ Console {{}} }}\n",
+            missing.display()
+        ),
+    );
+    let (ok, _, err) = run(&job, &[]);
+    assert!(!ok);
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    assert!(err.lines().any(|l| l.starts_with("error: ")), "{err}");
+}
+
+#[test]
+fn a_broken_assert_rule_fails_the_job_naming_rule_field_and_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(
+        dir.path(),
+        "assert.conf",
+        r#"
+source {
+  FakeSource {
+    plugin_output = "fake"
+    rows = [{ kind = INSERT, fields = [1, "a"] }, { kind = INSERT, fields = [12, "b"] }]
+    schema = { fields { age = int, name = string } }
+  }
+}
+sink {
+  Assert {
+    rules { field_rules = [{ field_name = age, field_type = int, field_value = [{ rule_type = MAX, rule_value = 10 }] }] }
+  }
+}
+"#,
+    );
+    let (ok, _, err) = run(&job, &[]);
+    assert!(!ok, "{err}");
+    let line = err.lines().find(|l| l.starts_with("error: ")).unwrap_or_default().to_string();
+    assert!(line.contains("age") && line.contains("MAX") && line.contains("12"), "{err}");
+}
+
+#[test]
+fn variables_fill_the_job_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(
+        dir.path(),
+        "vars.conf",
+        "source {\n  FakeSource {\n    plugin_output = \"${name:t}\"\n    row.num = ${rows}\n    schema = { fields { id = int } }\n  }\n}\nsink {\n  Assert {\n    rules { row_rules = [{ rule_type = MIN_ROW, rule_value = 7 }, { rule_type = MAX_ROW, rule_value = 7 }] }\n  }\n}\n",
+    );
+    let (ok, _, err) = run(&job, &["-i", "rows=7"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("[t=7]"), "{err}");
+}
+
+#[test]
+fn secrets_never_appear_in_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(
+        dir.path(),
+        "secret.conf",
+        "source {\n  FakeSource {\n    password = { hunter2 = 1 }\n    schema = { fields { id = int } }\n  }\n}\nsink { Console {} }\n",
+    );
+    let (ok, out, err) = run(&job, &[]);
+    assert!(!ok);
+    assert!(!err.contains("hunter2") && !out.contains("hunter2"), "{err}");
+}
+
+#[test]
+fn connectors_lists_plugins_and_their_options() {
+    let out = ferry().arg("connectors").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in ["FakeSource", "LocalFile", "Assert", "Console", "Blackhole", "Copy", "Filter", "FieldMapper", "Replace", "Split", "FilterRowKind"] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+    let out = ferry().args(["connectors", "fakesource"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("row.num"), "{text}");
+    let out = ferry().args(["connectors", "Nope"]).output().unwrap();
+    assert!(!out.status.success());
+}
