@@ -1,0 +1,763 @@
+//! End-to-end tests of the source and sink through the connector API.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{Int32Type, Schema};
+use ferry_api::types::schema_from_fields;
+use ferry_api::value::{array_value_to_json, json_to_array, RowStyle};
+use ferry_api::{
+    ChangeBatch, EnumeratorContext, JobContext, JobMode, Options, ReadStatus, ReaderContext,
+    SinkDelivery, SinkFactory, SourceFactory, SourceReader, Split, TableSchema, WriterContext,
+};
+use serde_json::{json, Value};
+
+use crate::{LocalFileSinkFactory, LocalFileSourceFactory};
+
+const DATA: &str = "/work/shared/conformance/seatunnel/data";
+
+fn full_fields() -> Value {
+    let inner = json!({
+        "c_map": "map<string, string>", "c_array": "array<int>", "c_string": "string", "c_boolean": "boolean",
+        "c_tinyint": "tinyint", "c_smallint": "smallint", "c_int": "int", "c_bigint": "bigint", "c_float": "float",
+        "c_double": "double", "c_bytes": "bytes", "c_date": "date", "c_decimal": "decimal(38, 18)", "c_timestamp": "timestamp"
+    });
+    let mut outer = inner.clone();
+    outer.as_object_mut().unwrap().insert("c_row".into(), inner);
+    outer
+}
+
+fn upper_row_fields() -> Value {
+    let mut f = full_fields();
+    let row: serde_json::Map<String, Value> = f["c_row"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.to_ascii_uppercase(), v.clone()))
+        .collect();
+    f["c_row"] = Value::Object(row);
+    f
+}
+
+fn job(mode: JobMode) -> JobContext {
+    JobContext {
+        mode,
+        job_id: "job1".into(),
+        job_name: "t".into(),
+    }
+}
+
+fn copy_into(src: &str, dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let to = dir.join(Path::new(src).file_name().unwrap());
+    std::fs::copy(Path::new(DATA).join(src), &to).unwrap();
+    to
+}
+
+/// Runs a bounded source to the end with one reader; returns the batches.
+fn read_all(opts: Value) -> ferry_api::Result<(Arc<Schema>, Vec<RecordBatch>)> {
+    let mut o = Options::from_json("LocalFile", opts);
+    let src = LocalFileSourceFactory.create(&mut o, &job(JobMode::Batch))?;
+    let schema = src.tables()[0].schema.clone();
+    let ctx = EnumeratorContext {
+        parallelism: 1,
+        job: job(JobMode::Batch),
+    };
+    let mut en = src.create_enumerator(&ctx, None)?;
+    let splits: Vec<Split> = en.discover()?.into_iter().map(|(_, s)| s).collect();
+    assert!(en.is_exhausted());
+    let mut r = src.create_reader(&ReaderContext {
+        subtask: 0,
+        parallelism: 1,
+        job: job(JobMode::Batch),
+    })?;
+    r.add_splits(splits)?;
+    r.no_more_splits();
+    let mut out = Vec::new();
+    loop {
+        match r.poll_next()? {
+            ReadStatus::Batch(b) => out.push(b.data),
+            ReadStatus::Finished => break,
+            ReadStatus::Idle(_) => panic!("a bounded reader with all its splits idled"),
+        }
+    }
+    Ok((schema, out))
+}
+
+fn rows(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(|b| b.num_rows()).sum()
+}
+
+fn value(batches: &[RecordBatch], col: &str, row: usize) -> Value {
+    let b = &batches[0];
+    let i = b.schema().index_of(col).unwrap();
+    array_value_to_json(b.column(i).as_ref(), row, RowStyle::Named)
+}
+
+#[test]
+fn reads_conformance_text_with_nested_values_and_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_into(
+        "e2e.txt",
+        &dir.path().join("text/name=tyrantlucifer/hobby=coding"),
+    );
+    let (schema, b) = read_all(json!({"path": dir.path().join("text"), "file_format_type": "text", "schema": {"fields": full_fields()}})).unwrap();
+    assert_eq!(rows(&b), 5);
+    assert_eq!(schema.fields().len(), 17);
+    assert_eq!(value(&b, "name", 0), json!("tyrantlucifer"));
+    assert_eq!(value(&b, "hobby", 4), json!("coding"));
+    assert_eq!(value(&b, "c_string", 0), json!("MTDna"));
+    assert_eq!(
+        value(&b, "c_array", 0),
+        json!([545685759, 1576298739, 1577646877, 1379463644, 2057612252])
+    );
+    assert_eq!(value(&b, "c_map", 0)["uDDrw"], json!("sQQYO"));
+    assert_eq!(value(&b, "c_timestamp", 0), json!("2023-05-08T16:08:51"));
+    let row = value(&b, "c_row", 0);
+    assert_eq!(row["c_map"]["ipToE"], json!("dierO"));
+    assert_eq!(row["c_array"][4], json!(1385108050));
+    assert_eq!(row["c_string"], json!("hArFu"));
+    assert_eq!(row["c_timestamp"], json!("2023-10-20T03:49:02"));
+    for batch in &b {
+        for c in ["c_string", "c_boolean", "c_double"] {
+            assert_eq!(
+                batch
+                    .column(batch.schema().index_of(c).unwrap())
+                    .null_count(),
+                0,
+                "{c}"
+            );
+        }
+    }
+}
+
+#[test]
+fn skip_header_rows_skips_lines_of_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_into(
+        "e2e.txt",
+        &dir.path().join("text/name=tyrantlucifer/hobby=coding"),
+    );
+    let (_, b) =
+        read_all(json!({"path": dir.path().join("text"), "file_format_type": "text", "skip_header_row_number": 1, "schema": {"fields": full_fields()}})).unwrap();
+    assert_eq!(rows(&b), 4);
+    assert_eq!(value(&b, "c_string", 0), json!("xaTOk"));
+}
+
+#[test]
+fn escaped_regex_delimiter_and_read_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_into("e2e_delimiter.txt", &dir.path().join("text_delimiter"));
+    let (schema, b) = read_all(json!({
+        "path": dir.path().join("text_delimiter"), "file_format_type": "text", "delimiter": "\\|",
+        "read_columns": ["c_string", "c_boolean"], "schema": {"fields": full_fields()}
+    }))
+    .unwrap();
+    assert_eq!(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>(),
+        vec!["c_string", "c_boolean"]
+    );
+    assert_eq!(rows(&b), 5);
+    for batch in &b {
+        for i in 0..batch.num_rows() {
+            assert_eq!(
+                array_value_to_json(batch.column(0).as_ref(), i, RowStyle::Named),
+                json!("qwer")
+            );
+            assert_eq!(
+                array_value_to_json(batch.column(1).as_ref(), i, RowStyle::Named),
+                json!(true)
+            );
+        }
+    }
+}
+
+#[test]
+fn reads_conformance_json_with_upper_case_row_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_into(
+        "e2e.json",
+        &dir.path().join("json/name=tyrantlucifer/hobby=coding"),
+    );
+    let (_, b) = read_all(json!({"path": dir.path().join("json"), "file_format_type": "json", "schema": {"fields": upper_row_fields()}})).unwrap();
+    assert_eq!(rows(&b), 5);
+    assert_eq!(value(&b, "c_string", 0), json!("WArEB"));
+    assert_eq!(value(&b, "c_bytes", 0), json!("Q3NrVnQ="));
+    assert_eq!(value(&b, "c_row", 0)["C_STRING"], json!("bYjyZ"));
+    assert_eq!(value(&b, "hobby", 0), json!("coding"));
+    // The same file read with lower-case row fields matches them ignoring case.
+    let (_, b) = read_all(json!({"path": dir.path().join("json"), "file_format_type": "json", "schema": {"fields": full_fields()}})).unwrap();
+    assert_eq!(value(&b, "c_row", 0)["c_string"], json!("bYjyZ"));
+}
+
+#[test]
+fn reads_conformance_parquet_with_its_own_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_into(
+        "e2e.parquet",
+        &dir.path().join("parquet/name=tyrantlucifer/hobby=coding"),
+    );
+    let (schema, b) =
+        read_all(json!({"path": dir.path().join("parquet"), "file_format_type": "parquet"}))
+            .unwrap();
+    assert_eq!(rows(&b), 5);
+    for c in ["c_string", "c_boolean", "c_double", "name", "hobby"] {
+        let i = schema.index_of(c).unwrap();
+        assert!(b.iter().all(|x| x.column(i).null_count() == 0), "{c}");
+    }
+    let ts = schema.field_with_name("c_timestamp").unwrap();
+    assert_eq!(ts.data_type(), &ferry_api::types::TIMESTAMP_TYPE);
+    // With a declared schema the columns are cast to it.
+    let (schema, b) =
+        read_all(json!({"path": dir.path().join("parquet"), "file_format_type": "parquet", "schema": {"fields": full_fields()}})).unwrap();
+    assert_eq!(rows(&b), 5);
+    assert_eq!(
+        schema.field_with_name("c_tinyint").unwrap().data_type(),
+        &arrow::datatypes::DataType::Int8
+    );
+}
+
+#[test]
+fn missing_path_is_an_external_error_naming_it() {
+    let e = read_all(json!({"path": "/nonexistent/ferry/dir", "file_format_type": "text"}))
+        .unwrap_err();
+    assert!(matches!(e, ferry_api::FerryError::External { .. }), "{e}");
+    assert!(e.to_string().contains("/nonexistent/ferry/dir"), "{e}");
+}
+
+#[test]
+fn unsupported_formats_are_named() {
+    let e = read_all(json!({"path": "/tmp", "file_format_type": "orc"}))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("'orc' format is not supported"), "{e}");
+}
+
+#[test]
+fn malformed_rows_name_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "1\u{1}x\n2\u{1}y\nthree\u{1}z\n").unwrap();
+    let e = read_all(json!({"path": dir.path(), "file_format_type": "text", "schema": {"fields": {"id": "int", "s": "string"}}})).unwrap_err().to_string();
+    assert!(
+        e.contains("a.txt") && e.contains("line 3, column 1 ('id')") && e.contains("'three'"),
+        "{e}"
+    );
+    std::fs::write(dir.path().join("a.txt"), "{\"id\": 1}\n{\"id\": \n").unwrap();
+    let e = read_all(json!({"path": dir.path(), "file_format_type": "json", "schema": {"fields": {"id": "int"}}})).unwrap_err().to_string();
+    assert!(e.contains("a.txt: line 2"), "{e}");
+}
+
+#[test]
+fn hidden_and_filtered_files_are_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.csv"), "1\n").unwrap();
+    std::fs::write(dir.path().join(".b.csv"), "2\n").unwrap();
+    std::fs::write(dir.path().join("_c.csv"), "3\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("_tmp")).unwrap();
+    std::fs::write(dir.path().join("_tmp/d.csv"), "4\n").unwrap();
+    std::fs::write(dir.path().join("e.log"), "5\n").unwrap();
+    let (_, b) = read_all(json!({"path": dir.path(), "file_format_type": "csv", "schema": {"fields": {"id": "int"}}, "file_filter_pattern": ".*\\.csv"})).unwrap();
+    assert_eq!(rows(&b), 1);
+    assert_eq!(b[0].column(0).as_primitive::<Int32Type>().value(0), 1);
+}
+
+#[test]
+fn csv_reads_quotes_headers_and_nulls() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.csv"), "s,id\n\"x,y\",1\n,2\n").unwrap();
+    let (_, b) = read_all(json!({"path": dir.path(), "file_format_type": "csv", "csv_use_header_line": true, "schema": {"fields": {"id": "int", "s": "string"}}})).unwrap();
+    assert_eq!(rows(&b), 2);
+    assert_eq!(value(&b, "s", 0), json!("x,y"));
+    assert_eq!(value(&b, "id", 1), json!(2));
+    assert_eq!(value(&b, "s", 1), Value::Null);
+    let (_, b) = read_all(json!({"path": dir.path(), "file_format_type": "csv", "skip_header_row_number": 1, "schema": {"fields": {"s": "string", "id": "int"}}})).unwrap();
+    assert_eq!(value(&b, "s", 0), json!("x,y"));
+}
+
+// ---- sink ----
+
+fn sample_batch(n: usize) -> (TableSchema, RecordBatch) {
+    let fields = full_fields();
+    let schema = Arc::new(schema_from_fields(fields.as_object().unwrap()).unwrap());
+    let mut rows = Vec::new();
+    for i in 0..n {
+        let inner = json!([
+            {"k": format!("v{i}"), "k2": "w"}, [i, i + 1], format!("s{i}"), i % 2 == 0, (i % 100) as i64, 300, i * 7, 1i64 << 40,
+            1.5, 2.0e300, "Ynl0ZXM=", "2024-01-26", "12345678901234567890.123456789012345678", "2023-05-08T16:08:51.250000"
+        ]);
+        let mut outer = inner.as_array().unwrap().clone();
+        outer.push(inner.clone());
+        if i == 1 {
+            // Nulls everywhere a null can be.
+            outer = vec![Value::Null; 15];
+            outer[2] = json!("s1");
+        }
+        rows.push(Value::Array(outer));
+    }
+    let refs: Vec<&Value> = rows.iter().collect();
+    let st = json_to_array(
+        &refs,
+        &arrow::datatypes::DataType::Struct(schema.fields().clone()),
+    )
+    .unwrap();
+    let batch = RecordBatch::from(st.as_struct().clone());
+    let batch = batch.with_schema(schema.clone()).unwrap();
+    (TableSchema::new("t", schema), batch)
+}
+
+fn writer_ctx(attempt: &str) -> WriterContext {
+    WriterContext {
+        subtask: 0,
+        parallelism: 1,
+        job: job(JobMode::Batch),
+        attempt: attempt.into(),
+    }
+}
+
+fn sink(opts: Value, table: &TableSchema) -> Arc<dyn ferry_api::Sink> {
+    let mut o = Options::from_json("LocalFile", opts);
+    LocalFileSinkFactory
+        .create(&mut o, std::slice::from_ref(table), &job(JobMode::Batch))
+        .unwrap()
+}
+
+fn visible_files(dir: &Path) -> Vec<PathBuf> {
+    crate::source::list_files(dir, None).unwrap_or_default()
+}
+
+fn as_json(batches: &[RecordBatch]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for b in batches {
+        for i in 0..b.num_rows() {
+            let m: serde_json::Map<String, Value> = b
+                .schema()
+                .fields()
+                .iter()
+                .zip(b.columns())
+                .map(|(f, c)| {
+                    (
+                        f.name().clone(),
+                        array_value_to_json(c.as_ref(), i, RowStyle::Named),
+                    )
+                })
+                .collect();
+            out.push(Value::Object(m));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_format_round_trips_every_type() {
+    let (table, batch) = sample_batch(4);
+    for (format, codec) in [
+        ("text", "none"),
+        ("text", "lzo"),
+        ("csv", "none"),
+        ("json", "none"),
+        ("parquet", "snappy"),
+        ("parquet", "gzip"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = sink(
+            json!({"path": dir.path(), "file_format_type": format, "compress_codec": codec}),
+            &table,
+        );
+        assert_eq!(s.delivery(), SinkDelivery::ExactlyOnce);
+        let mut w = s.create_writer(&writer_ctx("a0"), None).unwrap();
+        w.write(&ChangeBatch::inserts("t".into(), batch.clone()))
+            .unwrap();
+        let info = w.prepare_commit(1).unwrap().expect("rows were written");
+        assert!(
+            visible_files(dir.path()).is_empty(),
+            "{format}: nothing visible before commit"
+        );
+        s.create_committer()
+            .unwrap()
+            .unwrap()
+            .commit(1, vec![info])
+            .unwrap();
+        let files = visible_files(dir.path());
+        assert_eq!(files.len(), 1, "{format}");
+        let name = files[0].file_name().unwrap().to_string_lossy().to_string();
+        let suffix = if codec == "lzo" {
+            ".lzo.txt".to_string()
+        } else {
+            format!(".{}", if format == "text" { "txt" } else { format })
+        };
+        assert!(
+            name.starts_with("T_job1_a0_0_1") && name.ends_with(&suffix),
+            "{name}"
+        );
+        let mut opts = json!({"path": dir.path(), "file_format_type": format});
+        if format != "parquet" {
+            opts["schema"] = json!({"fields": full_fields()});
+        }
+        let (_, back) = read_all(opts).unwrap();
+        assert_eq!(
+            as_json(&back),
+            as_json(std::slice::from_ref(&batch)),
+            "{format} {codec}"
+        );
+        assert!(
+            !dir.path()
+                .join(crate::sink::STAGING_DIR)
+                .join("job1")
+                .join("0")
+                .exists(),
+            "{format}: staging cleaned"
+        );
+    }
+}
+
+#[test]
+fn commit_is_idempotent_and_abort_discards() {
+    let (table, batch) = sample_batch(3);
+    let dir = tempfile::tempdir().unwrap();
+    let s = sink(
+        json!({"path": dir.path(), "file_format_type": "text"}),
+        &table,
+    );
+    let mut w = s.create_writer(&writer_ctx("a0"), None).unwrap();
+    w.write(&ChangeBatch::inserts("t".into(), batch.clone()))
+        .unwrap();
+    let info = w.prepare_commit(1).unwrap().unwrap();
+    let staged: Vec<PathBuf> = info["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| PathBuf::from(p[0].as_str().unwrap()))
+        .collect();
+    assert!(staged
+        .iter()
+        .all(|p| p.exists() && crate::sink::hidden(p.strip_prefix(dir.path()).unwrap())));
+    let mut c = s.create_committer().unwrap().unwrap();
+    c.commit(1, vec![info.clone()]).unwrap();
+    c.commit(1, vec![info.clone()]).unwrap(); // again after a "crash": already done
+    assert_eq!(visible_files(dir.path()).len(), 1);
+    // A checkpoint with no rows produces no file; the next one produces a new file.
+    assert!(w.prepare_commit(2).unwrap().is_none());
+    w.write(&ChangeBatch::inserts("t".into(), batch.clone()))
+        .unwrap();
+    let info3 = w.prepare_commit(3).unwrap().unwrap();
+    c.abort(3, vec![info3.clone()]).unwrap();
+    let staged3 = PathBuf::from(info3["files"][0][0].as_str().unwrap());
+    assert!(!staged3.exists());
+    assert!(
+        c.commit(3, vec![info3]).is_err(),
+        "an aborted commit cannot be published"
+    );
+    // Writer abort drops what was written since the last prepare.
+    w.write(&ChangeBatch::inserts("t".into(), batch)).unwrap();
+    w.abort().unwrap();
+    assert!(w.prepare_commit(4).unwrap().is_none());
+    assert_eq!(visible_files(dir.path()).len(), 1);
+}
+
+#[test]
+fn restored_writer_cleans_stale_staging_but_keeps_pending_commits() {
+    let (table, batch) = sample_batch(2);
+    let dir = tempfile::tempdir().unwrap();
+    let s = sink(
+        json!({"path": dir.path(), "file_format_type": "csv"}),
+        &table,
+    );
+    let mut w = s.create_writer(&writer_ctx("first"), None).unwrap();
+    w.write(&ChangeBatch::inserts("t".into(), batch.clone()))
+        .unwrap();
+    let info1 = w.prepare_commit(1).unwrap().unwrap();
+    let state = w.snapshot(1).unwrap();
+    // Rows after checkpoint 1, then a crash before checkpoint 2.
+    w.write(&ChangeBatch::inserts("t".into(), batch.clone()))
+        .unwrap();
+    w.prepare_commit(2).unwrap();
+    drop(w);
+    let mut w2 = s.create_writer(&writer_ctx("second"), state).unwrap();
+    let staged1 = PathBuf::from(info1["files"][0][0].as_str().unwrap());
+    assert!(
+        staged1.exists(),
+        "checkpoint 1's staged file awaits its commit"
+    );
+    let stale = dir.path().join("_ferry_tmp/job1/0/first/2");
+    assert!(
+        !stale.exists(),
+        "uncommitted staging of the old attempt is removed"
+    );
+    s.create_committer()
+        .unwrap()
+        .unwrap()
+        .commit(1, vec![info1])
+        .unwrap();
+    w2.write(&ChangeBatch::inserts("t".into(), batch)).unwrap();
+    let info2 = w2.prepare_commit(2).unwrap().unwrap();
+    let name2 = info2["files"][0][1].as_str().unwrap().to_string();
+    assert!(name2.contains("T_job1_second_0_2"), "{name2}");
+    s.create_committer()
+        .unwrap()
+        .unwrap()
+        .commit(2, vec![info2])
+        .unwrap();
+    let (_, back) = read_all(
+        json!({"path": dir.path(), "file_format_type": "csv", "schema": {"fields": full_fields()}}),
+    )
+    .unwrap();
+    assert_eq!(rows(&back), 4);
+}
+
+#[test]
+fn partitions_rolling_headers_and_direct_writes() {
+    let (table, batch) = sample_batch(6);
+    let dir = tempfile::tempdir().unwrap();
+    let s = sink(
+        json!({"path": dir.path(), "file_format_type": "text", "partition_by": ["c_boolean"], "partition_dir_expression": "${k0}=${v0}",
+               "is_enable_transaction": false, "batch_size": 2, "file_name_expression": "${transactionId}_${now}", "filename_time_format": "yyyy.MM.dd",
+               "sink_columns": ["c_string", "c_int", "c_boolean"]}),
+        &table,
+    );
+    assert_eq!(s.delivery(), SinkDelivery::AtLeastOnce);
+    let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
+    w.write(&ChangeBatch::inserts("t".into(), batch)).unwrap();
+    assert!(w.prepare_commit(1).unwrap().is_none());
+    let files = visible_files(dir.path());
+    // true: rows 0, 2, 4 (3 rows → 2 files at batch_size 2); false: 3, 5; null: 1.
+    assert_eq!(files.len(), 2 + 1 + 1, "{files:?}");
+    let today = chrono::Local::now().format("%Y.%m.%d").to_string();
+    assert!(files.iter().all(|f| f.to_string_lossy().contains(&today)));
+    let (schema, back) = read_all(json!({"path": dir.path(), "file_format_type": "text", "schema": {"fields": {"c_string": "string", "c_int": "int"}}})).unwrap();
+    assert_eq!(
+        schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect::<Vec<_>>(),
+        vec!["c_string", "c_int", "c_boolean"]
+    );
+    assert_eq!(rows(&back), 6);
+    let all = as_json(&back);
+    assert!(all.iter().any(|r| r["c_string"] == json!("s4")
+        && r["c_boolean"] == json!("true")
+        && r["c_int"] == json!(28)));
+}
+
+#[test]
+fn save_modes() {
+    let (table, _) = sample_batch(1);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("old.txt"), "x").unwrap();
+    let mut o = Options::from_json(
+        "LocalFile",
+        json!({"path": dir.path(), "file_format_type": "text", "save_mode": "error"}),
+    );
+    let e = LocalFileSinkFactory
+        .create(&mut o, std::slice::from_ref(&table), &job(JobMode::Batch))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("already holds data"), "{e}");
+    sink(
+        json!({"path": dir.path(), "file_format_type": "json", "schema_save_mode": "RECREATE_SCHEMA", "data_save_mode": "DROP_DATA"}),
+        &table,
+    );
+    assert!(!dir.path().join("old.txt").exists());
+    let mut o = Options::from_json(
+        "LocalFile",
+        json!({"path": dir.path(), "file_format_type": "parquet", "compress_codec": "lzo"}),
+    );
+    let e = LocalFileSinkFactory
+        .create(&mut o, std::slice::from_ref(&table), &job(JobMode::Batch))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("compress_codec"), "{e}");
+}
+
+// ---- resumption and streaming ----
+
+#[test]
+fn restored_reader_resumes_inside_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = (0..100).map(|i| format!("{i}\u{1}r{i}\n")).collect();
+    std::fs::write(dir.path().join("a.txt"), &text).unwrap();
+    std::fs::write(
+        dir.path().join("b.csv"),
+        (0..100).map(|i| format!("{i},c{i}\n")).collect::<String>(),
+    )
+    .unwrap();
+    for (format, total) in [("text", 100), ("csv", 100)] {
+        let opts = json!({"path": dir.path(), "file_format_type": format, "batch_size": 30, "schema": {"fields": {"id": "int", "s": "string"}},
+                          "file_filter_pattern": if format == "text" { ".*txt" } else { ".*csv" }});
+        let src = LocalFileSourceFactory
+            .create(
+                &mut Options::from_json("LocalFile", opts),
+                &job(JobMode::Batch),
+            )
+            .unwrap();
+        let mut en = src
+            .create_enumerator(
+                &EnumeratorContext {
+                    parallelism: 1,
+                    job: job(JobMode::Batch),
+                },
+                None,
+            )
+            .unwrap();
+        let splits: Vec<Split> = en.discover().unwrap().into_iter().map(|(_, s)| s).collect();
+        let rctx = ReaderContext {
+            subtask: 0,
+            parallelism: 1,
+            job: job(JobMode::Batch),
+        };
+        let mut r = src.create_reader(&rctx).unwrap();
+        r.add_splits(splits).unwrap();
+        r.no_more_splits();
+        let mut ids = Vec::new();
+        let take = |r: &mut Box<dyn SourceReader>, ids: &mut Vec<i32>| match r.poll_next().unwrap()
+        {
+            ReadStatus::Batch(b) => {
+                ids.extend(
+                    b.data
+                        .column(0)
+                        .as_primitive::<Int32Type>()
+                        .values()
+                        .iter()
+                        .copied(),
+                );
+                true
+            }
+            _ => false,
+        };
+        take(&mut r, &mut ids);
+        take(&mut r, &mut ids);
+        let snap = r.snapshot(1).unwrap();
+        assert_eq!(snap[0].state["rows"], json!(60));
+        take(&mut r, &mut ids); // read after the checkpoint, lost in the crash
+        ids.truncate(60);
+        let mut r2 = src.create_reader(&rctx).unwrap();
+        r2.add_splits(snap).unwrap();
+        r2.no_more_splits();
+        while take(&mut r2, &mut ids) {}
+        assert_eq!(ids, (0..total).collect::<Vec<_>>(), "{format}");
+    }
+}
+
+#[test]
+fn parquet_reader_resumes_at_a_row() {
+    let (table, batch) = sample_batch(10);
+    let dir = tempfile::tempdir().unwrap();
+    let s = sink(
+        json!({"path": dir.path(), "file_format_type": "parquet"}),
+        &table,
+    );
+    let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
+    w.write(&ChangeBatch::inserts("t".into(), batch)).unwrap();
+    let info = w.prepare_commit(1).unwrap().unwrap();
+    s.create_committer()
+        .unwrap()
+        .unwrap()
+        .commit(1, vec![info])
+        .unwrap();
+    let src = LocalFileSourceFactory
+        .create(
+            &mut Options::from_json(
+                "LocalFile",
+                json!({"path": dir.path(), "file_format_type": "parquet", "batch_size": 4}),
+            ),
+            &job(JobMode::Batch),
+        )
+        .unwrap();
+    let mut en = src
+        .create_enumerator(
+            &EnumeratorContext {
+                parallelism: 1,
+                job: job(JobMode::Batch),
+            },
+            None,
+        )
+        .unwrap();
+    let mut split = en.discover().unwrap().remove(0).1;
+    split.state["rows"] = json!(7);
+    let mut r = src
+        .create_reader(&ReaderContext {
+            subtask: 0,
+            parallelism: 1,
+            job: job(JobMode::Batch),
+        })
+        .unwrap();
+    r.add_splits(vec![split]).unwrap();
+    r.no_more_splits();
+    let ReadStatus::Batch(b) = r.poll_next().unwrap() else {
+        panic!("expected rows")
+    };
+    assert_eq!(b.num_rows(), 3);
+    assert_eq!(
+        array_value_to_json(b.data.column(2).as_ref(), 0, RowStyle::Named),
+        json!("s7")
+    );
+}
+
+#[test]
+fn streaming_discovers_new_visible_files_once_across_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    let opts = json!({"path": dir.path(), "file_format_type": "text"});
+    let src = LocalFileSourceFactory
+        .create(
+            &mut Options::from_json("LocalFile", opts),
+            &job(JobMode::Streaming),
+        )
+        .unwrap();
+    assert_eq!(src.boundedness(), ferry_api::Boundedness::Unbounded);
+    let ctx = EnumeratorContext {
+        parallelism: 2,
+        job: job(JobMode::Streaming),
+    };
+    let mut en = src.create_enumerator(&ctx, None).unwrap();
+    let first = en.discover().unwrap();
+    assert_eq!(first.len(), 1);
+    assert!(!en.is_exhausted());
+    std::fs::write(dir.path().join("b.txt"), "b\n").unwrap();
+    std::fs::write(dir.path().join(".c.txt"), "in progress\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("_staging")).unwrap();
+    std::fs::write(dir.path().join("_staging/d.txt"), "staged\n").unwrap();
+    let second = en.discover().unwrap();
+    assert_eq!(second.len(), 1);
+    assert!(second[0].1.id.ends_with("b.txt"));
+    assert_eq!(second[0].0, 1, "round robin over two readers");
+    let snap = en.snapshot(1).unwrap();
+    assert_eq!(crate::source::seen_of(&snap).len(), 2);
+    let mut restored = src.create_enumerator(&ctx, Some(snap)).unwrap();
+    assert!(
+        restored.discover().unwrap().is_empty(),
+        "no file is handed out twice"
+    );
+    std::fs::write(dir.path().join("e.txt"), "e\n").unwrap();
+    assert_eq!(restored.discover().unwrap().len(), 1);
+    // A streaming reader with nothing to do idles instead of finishing.
+    let mut r = src
+        .create_reader(&ReaderContext {
+            subtask: 0,
+            parallelism: 2,
+            job: job(JobMode::Streaming),
+        })
+        .unwrap();
+    r.add_splits(first.into_iter().map(|(_, s)| s).collect())
+        .unwrap();
+    assert!(matches!(r.poll_next().unwrap(), ReadStatus::Batch(_)));
+    assert!(matches!(r.poll_next().unwrap(), ReadStatus::Idle(_)));
+}
+
+#[test]
+fn text_without_schema_is_one_content_column() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "tyrantlucifer#26#male\n").unwrap();
+    let (schema, b) = read_all(json!({"path": dir.path(), "file_format_type": "text"})).unwrap();
+    assert_eq!(schema.field(0).name(), "content");
+    assert_eq!(value(&b, "content", 0), json!("tyrantlucifer#26#male"));
+    // One-column schema over wider lines takes the first field (stream_sink_file_text_to_assert).
+    std::fs::write(dir.path().join("a.txt"), "1\u{1}name\u{1}26\n").unwrap();
+    let (_, b) = read_all(json!({"path": dir.path(), "file_format_type": "text", "schema": {"fields": {"c_string": "string"}}})).unwrap();
+    assert_eq!(value(&b, "c_string", 0), json!("1"));
+}
