@@ -28,6 +28,7 @@ use std::path::Path;
 
 use ferry_api::error::Location;
 use ferry_api::{FerryError, Options, Result};
+use vars::Unresolved;
 
 pub use env::{EnvConfig, KNOWN_ENV_KEYS};
 pub use vars::SYSTEM_PLACEHOLDERS;
@@ -167,12 +168,13 @@ fn parse_inner(
     base_dir: Option<&Path>,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<JobFile> {
-    // First pass: every unresolved placeholder outside strings becomes literal text; this
-    // tells which `${path}` name keys of the file (HOCON substitutions to keep).
-    let text_a = vars::substitute(text, lookup, &|_| false);
+    // First pass: every unresolved placeholder outside strings becomes an optional HOCON
+    // substitution; the result tells which `${path}` name keys of the file. Second pass:
+    // those stay HOCON substitutions, the others become literal text.
+    let text_a = vars::substitute(text, lookup, Unresolved::Probe);
     let (root_a, walk_a) = value::parse_hocon(&text_a, file, base_dir)?;
     let paths = value::config_paths(&root_a);
-    let text_b = vars::substitute(text, lookup, &|p| paths.contains(p));
+    let text_b = vars::substitute(text, lookup, Unresolved::Keep(&|p| paths.contains(p)));
     let (root, walk) = if text_b == text_a {
         (root_a, walk_a)
     } else {

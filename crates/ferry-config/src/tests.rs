@@ -385,6 +385,11 @@ fn hocon_substitutions_between_keys_coexist_with_variables() {
     let job = parse(text).unwrap();
     assert_eq!(job.sources[0].parallelism, Some(3));
     assert_eq!(raw(&job.sources[0], "p"), json!("3/x"));
+    // Object concatenation with a substitution.
+    let job =
+        parse("source { S { base { a = 1 } } }\nsink { K { o = ${source.S.base} { b = 2 } } }")
+            .unwrap();
+    assert_eq!(raw(&job.sinks[0], "o"), json!({"a": 1, "b": 2}));
     // A variable of the same name wins, as in SeaTunnel.
     let job = parse_job(text, "j.conf", &vars(&[("env.parallelism", "5")])).unwrap();
     assert_eq!(job.sources[0].parallelism, Some(5));

@@ -28,6 +28,18 @@ pub const SYSTEM_PLACEHOLDERS: &[&str] = &[
     "field_names",
 ];
 
+/// What becomes of an unquoted `${name}` that is neither given nor defaulted.
+#[derive(Clone, Copy)]
+pub(crate) enum Unresolved<'a> {
+    /// First pass: an optional HOCON substitution `${?name}`, which resolves when `name`
+    /// is a key of the file and vanishes otherwise; the parsed result tells which
+    /// names are keys.
+    Probe,
+    /// Kept as a HOCON substitution when the function says `name` is a key of the
+    /// file; otherwise the literal text `"${name}"`.
+    Keep(&'a dyn Fn(&str) -> bool),
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
     Normal,
@@ -38,12 +50,12 @@ enum State {
 /// Replaces SeaTunnel variables in `text`.
 ///
 /// `lookup` gives a variable's value (user variables first, then, when loading a file,
-/// the process environment). `is_config_path` says whether an unresolved, unquoted
-/// `${path}` names a key of the config and must stay a HOCON substitution.
+/// the process environment). `unresolved` says what becomes of an unquoted placeholder
+/// that is neither given nor defaulted.
 pub(crate) fn substitute(
     text: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
-    is_config_path: &dyn Fn(&str) -> bool,
+    unresolved: Unresolved<'_>,
 ) -> String {
     let mut out = String::with_capacity(text.len() + 16);
     let mut state = State::Normal;
@@ -65,7 +77,7 @@ pub(crate) fn substitute(
                     out.push_str(&rest[..end]);
                     rest = &rest[end..];
                 } else if rest.starts_with("${") {
-                    rest = placeholder(rest, state, lookup, is_config_path, &mut out);
+                    rest = placeholder(rest, state, lookup, unresolved, &mut out);
                 } else {
                     out.push(c);
                     rest = &rest[c.len_utf8()..];
@@ -86,7 +98,7 @@ pub(crate) fn substitute(
                     rest = &rest[1..];
                     state = State::Normal;
                 } else if rest.starts_with("${") {
-                    rest = placeholder(rest, state, lookup, is_config_path, &mut out);
+                    rest = placeholder(rest, state, lookup, unresolved, &mut out);
                 } else {
                     out.push(c);
                     rest = &rest[c.len_utf8()..];
@@ -100,7 +112,7 @@ pub(crate) fn substitute(
                     rest = &rest[run..];
                     state = State::Normal;
                 } else if rest.starts_with("${") {
-                    rest = placeholder(rest, state, lookup, is_config_path, &mut out);
+                    rest = placeholder(rest, state, lookup, unresolved, &mut out);
                 } else {
                     out.push(c);
                     rest = &rest[c.len_utf8()..];
@@ -116,7 +128,7 @@ fn placeholder<'a>(
     rest: &'a str,
     state: State,
     lookup: &dyn Fn(&str) -> Option<String>,
-    is_config_path: &dyn Fn(&str) -> bool,
+    unresolved: Unresolved<'_>,
     out: &mut String,
 ) -> &'a str {
     // SeaTunnel's pattern: `\$\{([^:{}]+)(?::[^}]*)?\}`. A body holding `{` or a
@@ -149,16 +161,24 @@ fn placeholder<'a>(
             State::Quoted => push_escaped(&value, out),
             State::Triple => out.push_str(&value),
         },
-        None if state == State::Normal && (optional || is_config_path(key)) => out.push_str(whole),
-        None => literal(whole, state, out),
+        None if state != State::Normal || optional => literal(whole, state, out),
+        None => match unresolved {
+            Unresolved::Probe => {
+                out.push_str("${?");
+                out.push_str(key);
+                out.push('}');
+            }
+            Unresolved::Keep(is_config_path) if is_config_path(key) => out.push_str(whole),
+            Unresolved::Keep(_) => literal(whole, state, out),
+        },
     }
     after
 }
 
 /// Writes a placeholder that stays as written: outside strings it is quoted so that
-/// HOCON does not try to resolve it.
+/// HOCON does not try to resolve it, except an optional `${?path}`, which is HOCON's.
 fn literal(whole: &str, state: State, out: &mut String) {
-    if state == State::Normal {
+    if state == State::Normal && !whole.starts_with("${?") {
         out.push('"');
         push_escaped(whole, out);
         out.push('"');
@@ -192,7 +212,11 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        substitute(text, &|k| map.get(k).cloned(), &|p| paths.contains(&p))
+        substitute(
+            text,
+            &|k| map.get(k).cloned(),
+            Unresolved::Keep(&|p| paths.contains(&p)),
+        )
     }
 
     #[test]
@@ -245,6 +269,16 @@ mod tests {
         assert_eq!(sub("a = ${?b}", &[], &[]), "a = ${?b}");
         // A user variable wins over a config key of the same name.
         assert_eq!(sub("a = ${b}", &[("b", "v")], &["b"]), "a = \"v\"");
+    }
+
+    #[test]
+    fn probing_makes_unresolved_placeholders_optional() {
+        let out = substitute(
+            "a = ${b}\nc = \"${d}\"\ne = ${x:1}",
+            &|_| None,
+            Unresolved::Probe,
+        );
+        assert_eq!(out, "a = ${?b}\nc = \"${d}\"\ne = \"1\"");
     }
 
     #[test]
