@@ -9,7 +9,9 @@ use std::sync::Arc;
 use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, FieldRef, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use ferry_api::{ChangeBatch, FerryError, Options, Result, TableSchema, Transform, TransformInstance};
+use ferry_api::{
+    ChangeBatch, FerryError, Options, Result, TableSchema, Transform, TransformInstance,
+};
 use serde_json::{Map, Value};
 
 /// The field names of `schema`, comma-separated, for error hints.
@@ -23,40 +25,79 @@ pub(crate) fn field_list(schema: &Schema) -> String {
 }
 
 /// The error for field names (written in option `key`) that table `table` lacks.
-pub(crate) fn missing_fields(options: &Options, key: &str, table: &TableSchema, missing: &[&str]) -> FerryError {
+pub(crate) fn missing_fields(
+    options: &Options,
+    key: &str,
+    table: &TableSchema,
+    missing: &[&str],
+) -> FerryError {
     let what = if missing.len() == 1 {
         format!("field '{}' not found in table '{}'", missing[0], table.name)
     } else {
         let quoted: Vec<String> = missing.iter().map(|m| format!("'{m}'")).collect();
-        format!("fields {} not found in table '{}'", quoted.join(", "), table.name)
+        format!(
+            "fields {} not found in table '{}'",
+            quoted.join(", "),
+            table.name
+        )
     };
-    options.location().error_with_hint(key, what, format!("available fields: {}", field_list(&table.schema)))
+    options.location().error_with_hint(
+        key,
+        what,
+        format!("available fields: {}", field_list(&table.schema)),
+    )
 }
 
 /// The index of field `name` (named in option `key`) in `table`; names are case-sensitive,
 /// as in SeaTunnel.
-pub(crate) fn find_field(options: &Options, key: &str, table: &TableSchema, name: &str) -> Result<usize> {
-    table.schema.index_of(name).map_err(|_| missing_fields(options, key, table, &[name]))
+pub(crate) fn find_field(
+    options: &Options,
+    key: &str,
+    table: &TableSchema,
+    name: &str,
+) -> Result<usize> {
+    table
+        .schema
+        .index_of(name)
+        .map_err(|_| missing_fields(options, key, table, &[name]))
 }
 
 /// The `{ new = old }` style mapping in option `key`, in the order written. HOCON turns a
 /// dotted key into nested blocks, so nested objects are flattened back into dotted names.
-pub(crate) fn string_map(options: &mut Options, key: &str) -> Result<Option<Vec<(String, String)>>> {
-    let Some(map) = options.object(key)? else { return Ok(None) };
+pub(crate) fn string_map(
+    options: &mut Options,
+    key: &str,
+) -> Result<Option<Vec<(String, String)>>> {
+    let Some(map) = options.object(key)? else {
+        return Ok(None);
+    };
     let mut out = Vec::with_capacity(map.len());
     flatten_map(options, key, "", &map, &mut out)?;
     Ok(Some(out))
 }
 
-fn flatten_map(options: &Options, key: &str, prefix: &str, map: &Map<String, Value>, out: &mut Vec<(String, String)>) -> Result<()> {
+fn flatten_map(
+    options: &Options,
+    key: &str,
+    prefix: &str,
+    map: &Map<String, Value>,
+    out: &mut Vec<(String, String)>,
+) -> Result<()> {
     for (k, v) in map {
-        let name = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        let name = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
         match v {
             Value::String(s) => out.push((name, s.clone())),
             Value::Number(_) | Value::Bool(_) => out.push((name, v.to_string())),
             Value::Object(inner) => flatten_map(options, key, &name, inner, out)?,
             other => {
-                return Err(options.error(&format!("{key}.{name}"), format!("expected a field name, found {other}")));
+                return Err(options.error(
+                    &format!("{key}.{name}"),
+                    format!("expected a field name, found {other}"),
+                ));
             }
         }
     }
@@ -64,31 +105,54 @@ fn flatten_map(options: &Options, key: &str, prefix: &str, map: &Map<String, Val
 }
 
 /// A list of `{ … }` blocks in option `key` (as `replacements_with_regex`), each as a map.
-pub(crate) fn object_list(options: &mut Options, key: &str) -> Result<Option<Vec<Map<String, Value>>>> {
-    let Some(items) = options.list(key)? else { return Ok(None) };
+pub(crate) fn object_list(
+    options: &mut Options,
+    key: &str,
+) -> Result<Option<Vec<Map<String, Value>>>> {
+    let Some(items) = options.list(key)? else {
+        return Ok(None);
+    };
     items
         .into_iter()
         .enumerate()
         .map(|(i, v)| match v {
             Value::Object(m) => Ok(m),
-            other => Err(options.error(&format!("{key}[{i}]"), format!("expected a block {{ … }}, found {other}"))),
+            other => Err(options.error(
+                &format!("{key}[{i}]"),
+                format!("expected a block {{ … }}, found {other}"),
+            )),
         })
         .collect::<Result<Vec<_>>>()
         .map(Some)
 }
 
 /// Reads text entry `name` of block `i` of list option `key`, rejecting entries not in `known`.
-pub(crate) fn block_string(options: &Options, key: &str, i: usize, block: &Map<String, Value>, name: &str) -> Result<Option<String>> {
+pub(crate) fn block_string(
+    options: &Options,
+    key: &str,
+    i: usize,
+    block: &Map<String, Value>,
+    name: &str,
+) -> Result<Option<String>> {
     match block.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(Some(v.to_string())),
-        Some(other) => Err(options.error(&format!("{key}[{i}].{name}"), format!("expected text, found {other}"))),
+        Some(other) => Err(options.error(
+            &format!("{key}[{i}].{name}"),
+            format!("expected text, found {other}"),
+        )),
     }
 }
 
 /// Checks that block `i` of list option `key` holds only the entries in `known`.
-pub(crate) fn check_block_keys(options: &Options, key: &str, i: usize, block: &Map<String, Value>, known: &[&str]) -> Result<()> {
+pub(crate) fn check_block_keys(
+    options: &Options,
+    key: &str,
+    i: usize,
+    block: &Map<String, Value>,
+    known: &[&str],
+) -> Result<()> {
     match block.keys().find(|k| !known.contains(&k.as_str())) {
         None => Ok(()),
         Some(k) => Err(options.location().error_with_hint(
@@ -100,23 +164,37 @@ pub(crate) fn check_block_keys(options: &Options, key: &str, i: usize, block: &M
 }
 
 /// A boolean entry of a list block (`true`/`false`, also as text).
-pub(crate) fn block_bool(options: &Options, key: &str, i: usize, block: &Map<String, Value>, name: &str) -> Result<Option<bool>> {
+pub(crate) fn block_bool(
+    options: &Options,
+    key: &str,
+    i: usize,
+    block: &Map<String, Value>,
+    name: &str,
+) -> Result<Option<bool>> {
     match block.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
         Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
-        Some(other) => Err(options.error(&format!("{key}[{i}].{name}"), format!("expected true or false, found {other}"))),
+        Some(other) => Err(options.error(
+            &format!("{key}[{i}].{name}"),
+            format!("expected true or false, found {other}"),
+        )),
     }
 }
 
 /// Compiles a regular expression written in option `key`.
 pub(crate) fn compile_regex(options: &Options, key: &str, pattern: &str) -> Result<regex::Regex> {
-    regex::Regex::new(pattern).map_err(|e| options.error(key, format!("invalid regular expression '{pattern}': {e}")))
+    regex::Regex::new(pattern)
+        .map_err(|e| options.error(key, format!("invalid regular expression '{pattern}': {e}")))
 }
 
 /// A record batch of `rows` rows; works for zero columns too (a projection may keep none).
-pub(crate) fn make_batch(schema: SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
+pub(crate) fn make_batch(
+    schema: SchemaRef,
+    columns: Vec<ArrayRef>,
+    rows: usize,
+) -> Result<RecordBatch> {
     let opts = RecordBatchOptions::new().with_row_count(Some(rows));
     Ok(RecordBatch::try_new_with_options(schema, columns, &opts)?)
 }
@@ -149,7 +227,11 @@ impl PerTable {
                 }
             }
         }
-        PerTable { plugin, outputs, plans: Arc::new(plans.into_iter().collect()) }
+        PerTable {
+            plugin,
+            outputs,
+            plans: Arc::new(plans.into_iter().collect()),
+        }
     }
 }
 
@@ -159,7 +241,10 @@ impl Transform for PerTable {
     }
 
     fn create_instance(&self) -> Result<Box<dyn TransformInstance>> {
-        Ok(Box::new(PerTableInstance { plugin: self.plugin, plans: self.plans.clone() }))
+        Ok(Box::new(PerTableInstance {
+            plugin: self.plugin,
+            plans: self.plans.clone(),
+        }))
     }
 }
 
@@ -205,14 +290,26 @@ impl ProjectPlan {
     /// The identity, under table name `name` (TableRename, TableMerge, TableFilter).
     pub(crate) fn renamed_table(input: &TableSchema, name: Arc<str>) -> Self {
         let indices = (0..input.schema.fields().len()).collect();
-        ProjectPlan { output: TableSchema::new(name, input.schema.clone()), indices }
+        ProjectPlan {
+            output: TableSchema::new(name, input.schema.clone()),
+            indices,
+        }
     }
 
     /// Keeps the input columns `indices` under their own names (Filter).
     pub(crate) fn select(input: &TableSchema, indices: Vec<usize>) -> Self {
-        let fields: Vec<FieldRef> = indices.iter().map(|&i| input.schema.fields()[i].clone()).collect();
-        let schema = Arc::new(Schema::new_with_metadata(fields, input.schema.metadata().clone()));
-        ProjectPlan { output: TableSchema::new(input.name.clone(), schema), indices }
+        let fields: Vec<FieldRef> = indices
+            .iter()
+            .map(|&i| input.schema.fields()[i].clone())
+            .collect();
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            input.schema.metadata().clone(),
+        ));
+        ProjectPlan {
+            output: TableSchema::new(input.name.clone(), schema),
+            indices,
+        }
     }
 
     /// Keeps the input columns `(index, new name)` in that order (FieldMapper, FieldRename).
@@ -221,9 +318,15 @@ impl ProjectPlan {
             .iter()
             .map(|(i, name)| input.schema.field(*i).clone().with_name(name.as_str()))
             .collect();
-        let schema = Arc::new(Schema::new_with_metadata(fields, input.schema.metadata().clone()));
+        let schema = Arc::new(Schema::new_with_metadata(
+            fields,
+            input.schema.metadata().clone(),
+        ));
         let indices = columns.iter().map(|(i, _)| *i).collect();
-        ProjectPlan { output: TableSchema::new(input.name.clone(), schema), indices }
+        ProjectPlan {
+            output: TableSchema::new(input.name.clone(), schema),
+            indices,
+        }
     }
 }
 
@@ -240,9 +343,17 @@ impl TablePlan for ProjectPlan {
                 batch.table
             )));
         }
-        let columns: Vec<ArrayRef> = self.indices.iter().map(|&i| batch.data.column(i).clone()).collect();
+        let columns: Vec<ArrayRef> = self
+            .indices
+            .iter()
+            .map(|&i| batch.data.column(i).clone())
+            .collect();
         let data = make_batch(self.output.schema.clone(), columns, batch.num_rows())?;
-        Ok(Some(ChangeBatch { table: self.output.name.clone(), data, kinds: batch.kinds }))
+        Ok(Some(ChangeBatch {
+            table: self.output.name.clone(),
+            data,
+            kinds: batch.kinds,
+        }))
     }
 }
 
@@ -266,7 +377,12 @@ impl Placement {
             match fields.iter().position(|f| f.name() == out.name()) {
                 Some(i) => {
                     if fields[i].data_type() != out.data_type() {
-                        fields[i] = Arc::new(fields[i].as_ref().clone().with_data_type(out.data_type().clone()));
+                        fields[i] = Arc::new(
+                            fields[i]
+                                .as_ref()
+                                .clone()
+                                .with_data_type(out.data_type().clone()),
+                        );
                     }
                     positions.push(i);
                 }
@@ -276,7 +392,10 @@ impl Placement {
                 }
             }
         }
-        Placement { schema: Arc::new(Schema::new_with_metadata(fields, input.metadata().clone())), positions }
+        Placement {
+            schema: Arc::new(Schema::new_with_metadata(fields, input.metadata().clone())),
+            positions,
+        }
     }
 
     /// For each output column, the input column it is, given that computed column `k` is a
@@ -294,7 +413,11 @@ impl Placement {
     }
 
     /// The input columns with the computed `values` (one per output, in order) placed in.
-    pub(crate) fn assemble(&self, input: &RecordBatch, values: Vec<ArrayRef>) -> Result<RecordBatch> {
+    pub(crate) fn assemble(
+        &self,
+        input: &RecordBatch,
+        values: Vec<ArrayRef>,
+    ) -> Result<RecordBatch> {
         let mut columns: Vec<ArrayRef> = input.columns().to_vec();
         for (&pos, v) in self.positions.iter().zip(values) {
             if pos < columns.len() {
@@ -310,7 +433,10 @@ impl Placement {
 /// Converts a Java `Matcher.replaceAll` replacement (`$1`, `${name}`, `\$` for a literal)
 /// into the `regex` crate's syntax (`${1}`, `${name}`, `$$`). `groups` is the number of
 /// capture groups, which decides how many digits a Java group reference takes.
-pub(crate) fn java_replacement(replacement: &str, groups: usize) -> std::result::Result<String, String> {
+pub(crate) fn java_replacement(
+    replacement: &str,
+    groups: usize,
+) -> std::result::Result<String, String> {
     let chars: Vec<char> = replacement.chars().collect();
     let mut out = String::with_capacity(replacement.len() + 4);
     let mut i = 0;
@@ -318,7 +444,9 @@ pub(crate) fn java_replacement(replacement: &str, groups: usize) -> std::result:
         match chars[i] {
             '\\' => {
                 let Some(&c) = chars.get(i + 1) else {
-                    return Err("character to be escaped is missing at the end of the replacement".into());
+                    return Err(
+                        "character to be escaped is missing at the end of the replacement".into(),
+                    );
                 };
                 if c == '$' {
                     out.push_str("$$");
@@ -404,13 +532,22 @@ pub(crate) mod testutil {
         };
         Options::new(
             values,
-            PluginLocation { file: "job.conf".into(), section: "transform".into(), plugin: plugin.into(), line: Some(3), ..Default::default() },
+            PluginLocation {
+                file: "job.conf".into(),
+                section: "transform".into(),
+                plugin: plugin.into(),
+                line: Some(3),
+                ..Default::default()
+            },
         )
     }
 
     /// Table `name` with nullable fields `(name, type)`.
     pub(crate) fn table(name: &str, fields: &[(&str, DataType)]) -> TableSchema {
-        let fs: Vec<Field> = fields.iter().map(|(n, t)| Field::new(*n, t.clone(), true)).collect();
+        let fs: Vec<Field> = fields
+            .iter()
+            .map(|(n, t)| Field::new(*n, t.clone(), true))
+            .collect();
         TableSchema::new(name, Arc::new(Schema::new(fs)))
     }
 
@@ -420,18 +557,29 @@ pub(crate) mod testutil {
     }
 
     /// A batch of `people()` with row kinds.
-    pub(crate) fn people_batch(ids: Vec<Option<i32>>, names: Vec<Option<&str>>, kinds: Vec<u8>) -> ChangeBatch {
+    pub(crate) fn people_batch(
+        ids: Vec<Option<i32>>,
+        names: Vec<Option<&str>>,
+        kinds: Vec<u8>,
+    ) -> ChangeBatch {
         let t = people();
         let data = RecordBatch::try_new(
             t.schema.clone(),
-            vec![Arc::new(Int32Array::from(ids)), Arc::new(StringArray::from(names))],
+            vec![
+                Arc::new(Int32Array::from(ids)),
+                Arc::new(StringArray::from(names)),
+            ],
         )
         .unwrap();
         ChangeBatch::with_kinds(t.name, data, UInt8Array::from(kinds))
     }
 
     /// Creates the transform for `input`.
-    pub(crate) fn create(f: &dyn TransformFactory, v: Value, input: &[TableSchema]) -> Result<Arc<dyn Transform>> {
+    pub(crate) fn create(
+        f: &dyn TransformFactory,
+        v: Value,
+        input: &[TableSchema],
+    ) -> Result<Arc<dyn Transform>> {
         let mut o = opts(f.name(), v);
         f.create(&mut o, input, &JobContext::default())
     }
@@ -458,7 +606,12 @@ pub(crate) mod testutil {
 
     /// Column names of `b`.
     pub(crate) fn names(b: &ChangeBatch) -> Vec<String> {
-        b.data.schema().fields().iter().map(|f| f.name().clone()).collect()
+        b.data
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect()
     }
 
     /// Row kinds of `b`, short form.
@@ -481,8 +634,12 @@ mod tests {
         assert_eq!(java_replacement("$12", 12).unwrap(), "${12}");
         assert_eq!(java_replacement("${word}", 1).unwrap(), "${word}");
         assert_eq!(java_replacement(r"\$5 \\", 0).unwrap(), r"$$5 \");
-        assert!(java_replacement("$", 0).unwrap_err().contains("illegal group reference"));
-        assert!(java_replacement("$2", 1).unwrap_err().contains("no group 2"));
+        assert!(java_replacement("$", 0)
+            .unwrap_err()
+            .contains("illegal group reference"));
+        assert!(java_replacement("$2", 1)
+            .unwrap_err()
+            .contains("no group 2"));
         assert!(java_replacement("a\\", 0).unwrap_err().contains("escaped"));
     }
 
@@ -508,9 +665,23 @@ mod tests {
 
     #[test]
     fn placement_replaces_same_names_and_appends_others() {
-        let input = Schema::new(vec![Field::new("a", DataType::Int32, true), Field::new("b", DataType::Utf8, true)]);
-        let p = Placement::new(&input, vec![Field::new("c", DataType::Utf8, true), Field::new("a", DataType::Utf8, true)]);
-        let names: Vec<&str> = p.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let input = Schema::new(vec![
+            Field::new("a", DataType::Int32, true),
+            Field::new("b", DataType::Utf8, true),
+        ]);
+        let p = Placement::new(
+            &input,
+            vec![
+                Field::new("c", DataType::Utf8, true),
+                Field::new("a", DataType::Utf8, true),
+            ],
+        );
+        let names: Vec<&str> = p
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         assert_eq!(names, ["a", "b", "c"]);
         assert_eq!(p.schema.field(0).data_type(), &DataType::Utf8);
         assert_eq!(p.as_projection(2, &[1, 0]), vec![0, 1, 1]);

@@ -8,14 +8,31 @@
 use std::sync::Arc;
 
 use arrow::datatypes::Field;
-use ferry_api::{JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+};
 
 use crate::common::{find_field, string_map, PerTable, Placement, ProjectPlan, TablePlan};
 
 const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional("src_field", OptionKind::String, None, "Field to copy (deprecated; use fields). Needs dest_field."),
-    OptionSpec::optional("dest_field", OptionKind::String, None, "Name of the copy of src_field (deprecated; use fields)."),
-    OptionSpec::optional("fields", OptionKind::Object, None, "Copies to make: `fields { new_name = source_field, … }`."),
+    OptionSpec::optional(
+        "src_field",
+        OptionKind::String,
+        None,
+        "Field to copy (deprecated; use fields). Needs dest_field.",
+    ),
+    OptionSpec::optional(
+        "dest_field",
+        OptionKind::String,
+        None,
+        "Name of the copy of src_field (deprecated; use fields).",
+    ),
+    OptionSpec::optional(
+        "fields",
+        OptionKind::Object,
+        None,
+        "Copies to make: `fields { new_name = source_field, … }`.",
+    ),
 ];
 
 /// Factory of the `Copy` transform.
@@ -34,7 +51,12 @@ impl TransformFactory for CopyTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
         let copies = read_copies(options)?;
         options.finish(SPECS)?;
         let mut plans: Vec<(Arc<str>, Arc<dyn TablePlan>)> = Vec::with_capacity(input.len());
@@ -53,7 +75,10 @@ fn read_copies(options: &mut Options) -> Result<Vec<CopySpec>> {
     let dest = options.string("dest_field")?;
     if let Some(fields) = string_map(options, "fields")? {
         if fields.is_empty() {
-            return Err(options.error("fields", "must name at least one copy: fields { new_name = source_field }"));
+            return Err(options.error(
+                "fields",
+                "must name at least one copy: fields { new_name = source_field }",
+            ));
         }
         return Ok(fields
             .into_iter()
@@ -85,7 +110,10 @@ fn plan(options: &Options, table: &TableSchema, copies: &[CopySpec]) -> Result<P
     }
     let placement = Placement::new(&table.schema, outputs);
     let indices = placement.as_projection(table.schema.fields().len(), &sources);
-    Ok(ProjectPlan::new(TableSchema::new(table.name.clone(), placement.schema), indices))
+    Ok(ProjectPlan::new(
+        TableSchema::new(table.name.clone(), placement.schema),
+        indices,
+    ))
 }
 
 #[cfg(test)]
@@ -100,10 +128,20 @@ mod tests {
 
     #[test]
     fn src_dest_form_appends_a_copy() {
-        let t = create(&CopyTransformFactory, json!({"src_field": "name", "dest_field": "name1"}), &[people()]).unwrap();
+        let t = create(
+            &CopyTransformFactory,
+            json!({"src_field": "name", "dest_field": "name1"}),
+            &[people()],
+        )
+        .unwrap();
         let out = &t.output_tables()[0];
         assert_eq!(out.name.as_ref(), "t");
-        let names: Vec<&str> = out.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let names: Vec<&str> = out
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         assert_eq!(names, ["id", "name", "name1"]);
         assert_eq!(out.schema.field(2).data_type(), &DataType::Utf8);
 
@@ -120,13 +158,23 @@ mod tests {
         let v = json!({"fields": {"id_1": "id", "name2": "name", "id": "name"}});
         let t = create(&CopyTransformFactory, v, &[people()]).unwrap();
         let out = &t.output_tables()[0];
-        let names: Vec<&str> = out.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let names: Vec<&str> = out
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         assert_eq!(names, ["id", "name", "id_1", "name2"]);
         // `id = name` replaces id, taking name's type.
         assert_eq!(out.schema.field(0).data_type(), &DataType::Utf8);
         let r = run(&t, people_batch(vec![Some(7)], vec![Some("x")], vec![0])).unwrap();
         assert_eq!(strings(&r, "id"), vec![Some("x".to_string())]);
-        let id1 = r.data.column(2).as_any().downcast_ref::<Int32Array>().unwrap();
+        let id1 = r
+            .data
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .unwrap();
         assert_eq!(id1.value(0), 7);
     }
 
@@ -134,42 +182,91 @@ mod tests {
     fn nested_rows_are_copied_whole() {
         let inner = Fields::from(vec![Field::new("c_int", DataType::Int32, true)]);
         let t = table("fake", &[("c_row", DataType::Struct(inner.clone()))]);
-        let tr = create(&CopyTransformFactory, json!({"fields": {"c_row_1": "c_row"}}), &[t.clone()]).unwrap();
-        let s = StructArray::new(inner, vec![Arc::new(Int32Array::from(vec![Some(5), None]))], None);
+        let tr = create(
+            &CopyTransformFactory,
+            json!({"fields": {"c_row_1": "c_row"}}),
+            std::slice::from_ref(&t),
+        )
+        .unwrap();
+        let s = StructArray::new(
+            inner,
+            vec![Arc::new(Int32Array::from(vec![Some(5), None]))],
+            None,
+        );
         let data = RecordBatch::try_new(t.schema.clone(), vec![Arc::new(s)]).unwrap();
         let r = run(&tr, ChangeBatch::inserts(t.name.clone(), data)).unwrap();
-        let copy = r.data.column_by_name("c_row_1").unwrap().as_any().downcast_ref::<StructArray>().unwrap();
-        let c = copy.column(0).as_any().downcast_ref::<Int32Array>().unwrap();
+        let copy = r
+            .data
+            .column_by_name("c_row_1")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<StructArray>()
+            .unwrap();
+        let c = copy
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .unwrap();
         assert_eq!(c.value(0), 5);
         assert!(c.is_null(1));
     }
 
     #[test]
     fn unknown_source_field_lists_available_fields() {
-        let e = create_err(&CopyTransformFactory, json!({"fields": {"x": "nmae"}}), &[people()]);
+        let e = create_err(
+            &CopyTransformFactory,
+            json!({"fields": {"x": "nmae"}}),
+            &[people()],
+        );
         assert_eq!(
             e,
             "job.conf:3: transform Copy: option 'fields.x': field 'nmae' not found in table 't' (available fields: id, name)"
         );
-        let e = create_err(&CopyTransformFactory, json!({"src_field": "nope", "dest_field": "x"}), &[people()]);
-        assert!(e.contains("option 'src_field': field 'nope' not found"), "{e}");
+        let e = create_err(
+            &CopyTransformFactory,
+            json!({"src_field": "nope", "dest_field": "x"}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'src_field': field 'nope' not found"),
+            "{e}"
+        );
     }
 
     #[test]
     fn incomplete_or_missing_options_are_reported() {
-        let e = create_err(&CopyTransformFactory, json!({"src_field": "name"}), &[people()]);
-        assert!(e.contains("option 'dest_field': is required when src_field is set"), "{e}");
+        let e = create_err(
+            &CopyTransformFactory,
+            json!({"src_field": "name"}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'dest_field': is required when src_field is set"),
+            "{e}"
+        );
         let e = create_err(&CopyTransformFactory, json!({}), &[people()]);
         assert!(e.contains("no copy configured"), "{e}");
-        let e = create_err(&CopyTransformFactory, json!({"fields": {"a": "id"}, "src_feild": "x"}), &[people()]);
-        assert!(e.contains("unknown option") && e.contains("src_field"), "{e}");
+        let e = create_err(
+            &CopyTransformFactory,
+            json!({"fields": {"a": "id"}, "src_feild": "x"}),
+            &[people()],
+        );
+        assert!(
+            e.contains("unknown option") && e.contains("src_field"),
+            "{e}"
+        );
     }
 
     #[test]
     fn applies_to_each_input_table() {
         let a = people();
         let b = table("u", &[("name", DataType::Utf8)]);
-        let t = create(&CopyTransformFactory, json!({"src_field": "name", "dest_field": "n2"}), &[a, b]).unwrap();
+        let t = create(
+            &CopyTransformFactory,
+            json!({"src_field": "name", "dest_field": "n2"}),
+            &[a, b],
+        )
+        .unwrap();
         let outs = t.output_tables();
         assert_eq!(outs.len(), 2);
         assert_eq!(outs[1].name.as_ref(), "u");

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use ferry_api::{JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+};
 
 use crate::common::{missing_fields, string_map, PerTable, ProjectPlan, TablePlan};
 
@@ -30,17 +32,29 @@ impl TransformFactory for FieldMapperTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
         let mapping = string_map(options, "field_mapper")?;
         options.finish(SPECS)?;
-        let mapping = mapping.ok_or_else(|| options.error("field_mapper", "is required but not set"))?;
+        let mapping =
+            mapping.ok_or_else(|| options.error("field_mapper", "is required but not set"))?;
         if mapping.is_empty() {
-            return Err(options.error("field_mapper", "must map at least one field: field_mapper { old_name = new_name }"));
+            return Err(options.error(
+                "field_mapper",
+                "must map at least one field: field_mapper { old_name = new_name }",
+            ));
         }
         let mut plans: Vec<(Arc<str>, Arc<dyn TablePlan>)> = Vec::with_capacity(input.len());
         for table in input {
-            let missing: Vec<&str> =
-                mapping.iter().map(|(old, _)| old.as_str()).filter(|f| table.schema.index_of(f).is_err()).collect();
+            let missing: Vec<&str> = mapping
+                .iter()
+                .map(|(old, _)| old.as_str())
+                .filter(|f| table.schema.index_of(f).is_err())
+                .collect();
             if !missing.is_empty() {
                 return Err(missing_fields(options, "field_mapper", table, &missing));
             }
@@ -48,7 +62,10 @@ impl TransformFactory for FieldMapperTransformFactory {
                 .iter()
                 .filter_map(|(old, new)| table.schema.index_of(old).ok().map(|i| (i, new.clone())))
                 .collect();
-            plans.push((table.name.clone(), Arc::new(ProjectPlan::select_renamed(table, &columns))));
+            plans.push((
+                table.name.clone(),
+                Arc::new(ProjectPlan::select_renamed(table, &columns)),
+            ));
         }
         Ok(Arc::new(PerTable::new("FieldMapper", plans)))
     }
@@ -63,18 +80,40 @@ mod tests {
 
     #[test]
     fn keeps_listed_fields_in_listed_order_renamed() {
-        let input = table("fake", &[("id", DataType::Int32), ("name", DataType::Utf8), ("age", DataType::Int32), ("x", DataType::Utf8)]);
-        let t = create(&FieldMapperTransformFactory, json!({"field_mapper": {"id": "id", "age": "age_as", "name": "name"}}), &[input])
-            .unwrap();
+        let input = table(
+            "fake",
+            &[
+                ("id", DataType::Int32),
+                ("name", DataType::Utf8),
+                ("age", DataType::Int32),
+                ("x", DataType::Utf8),
+            ],
+        );
+        let t = create(
+            &FieldMapperTransformFactory,
+            json!({"field_mapper": {"id": "id", "age": "age_as", "name": "name"}}),
+            &[input],
+        )
+        .unwrap();
         let out = &t.output_tables()[0];
-        let names: Vec<&str> = out.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let names: Vec<&str> = out
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         assert_eq!(names, ["id", "age_as", "name"]);
         assert_eq!(out.schema.field(1).data_type(), &DataType::Int32);
     }
 
     #[test]
     fn data_is_shared_and_kinds_kept() {
-        let t = create(&FieldMapperTransformFactory, json!({"field_mapper": {"name": "n", "id": "i"}}), &[people()]).unwrap();
+        let t = create(
+            &FieldMapperTransformFactory,
+            json!({"field_mapper": {"name": "n", "id": "i"}}),
+            &[people()],
+        )
+        .unwrap();
         let b = people_batch(vec![Some(1), None], vec![None, Some("z")], vec![3, 0]);
         let r = run(&t, b.clone()).unwrap();
         assert_eq!(names(&r), ["n", "i"]);
@@ -85,14 +124,25 @@ mod tests {
 
     #[test]
     fn unknown_fields_and_missing_option_are_reported() {
-        let e = create_err(&FieldMapperTransformFactory, json!({"field_mapper": {"idd": "a"}}), &[people()]);
+        let e = create_err(
+            &FieldMapperTransformFactory,
+            json!({"field_mapper": {"idd": "a"}}),
+            &[people()],
+        );
         assert_eq!(
             e,
             "job.conf:3: transform FieldMapper: option 'field_mapper': field 'idd' not found in table 't' (available fields: id, name)"
         );
         let e = create_err(&FieldMapperTransformFactory, json!({}), &[people()]);
-        assert!(e.contains("option 'field_mapper': is required but not set"), "{e}");
-        let e = create_err(&FieldMapperTransformFactory, json!({"field_mapper": ["id"]}), &[people()]);
+        assert!(
+            e.contains("option 'field_mapper': is required but not set"),
+            "{e}"
+        );
+        let e = create_err(
+            &FieldMapperTransformFactory,
+            json!({"field_mapper": ["id"]}),
+            &[people()],
+        );
         assert!(e.contains("expected a block"), "{e}");
     }
 }

@@ -4,9 +4,13 @@
 
 use std::sync::Arc;
 
-use ferry_api::{JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+};
 
-use crate::common::{block_string, check_block_keys, object_list, PerTable, ProjectPlan, TablePlan};
+use crate::common::{
+    block_string, check_block_keys, object_list, PerTable, ProjectPlan, TablePlan,
+};
 use crate::naming::{RenameRules, RULE_SPECS};
 
 const SPECS: &[OptionSpec] = &[
@@ -38,15 +42,40 @@ impl TransformFactory for FieldRenameTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
         let rules = RenameRules::read(options)?;
         let mut specific: Vec<(String, String)> = Vec::new();
-        for (i, block) in object_list(options, "specific")?.unwrap_or_default().iter().enumerate() {
-            check_block_keys(options, "specific", i, block, &["field_name", "target_name"])?;
-            let from = block_string(options, "specific", i, block, "field_name")?
-                .ok_or_else(|| options.error(&format!("specific[{i}].field_name"), "is required but not set"))?;
-            let to = block_string(options, "specific", i, block, "target_name")?
-                .ok_or_else(|| options.error(&format!("specific[{i}].target_name"), "is required but not set"))?;
+        for (i, block) in object_list(options, "specific")?
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            check_block_keys(
+                options,
+                "specific",
+                i,
+                block,
+                &["field_name", "target_name"],
+            )?;
+            let from =
+                block_string(options, "specific", i, block, "field_name")?.ok_or_else(|| {
+                    options.error(
+                        &format!("specific[{i}].field_name"),
+                        "is required but not set",
+                    )
+                })?;
+            let to =
+                block_string(options, "specific", i, block, "target_name")?.ok_or_else(|| {
+                    options.error(
+                        &format!("specific[{i}].target_name"),
+                        "is required but not set",
+                    )
+                })?;
             specific.push((from, to));
         }
         options.finish(SPECS)?;
@@ -65,7 +94,10 @@ impl TransformFactory for FieldRenameTransformFactory {
                     (i, name)
                 })
                 .collect();
-            plans.push((table.name.clone(), Arc::new(ProjectPlan::select_renamed(table, &columns))));
+            plans.push((
+                table.name.clone(),
+                Arc::new(ProjectPlan::select_renamed(table, &columns)),
+            ));
         }
         Ok(Arc::new(PerTable::new("FieldRename", plans)))
     }
@@ -84,7 +116,12 @@ mod tests {
         let t = create(&FieldRenameTransformFactory, v, &[people()]).unwrap();
         let out = &t.output_tables()[0];
         assert_eq!(out.name.as_ref(), "t");
-        let names: Vec<&str> = out.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let names: Vec<&str> = out
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         assert_eq!(names, ["Key", "F_NAME"]);
         assert_eq!(out.schema.field(0).data_type(), &DataType::Int32);
         let b = people_batch(vec![Some(1), None], vec![None, Some("x")], vec![0, 3]);
@@ -102,9 +139,23 @@ mod tests {
 
     #[test]
     fn option_errors() {
-        let e = create_err(&FieldRenameTransformFactory, json!({"specific": [{"field_name": "id"}]}), &[people()]);
-        assert!(e.contains("option 'specific[0].target_name': is required but not set"), "{e}");
-        let e = create_err(&FieldRenameTransformFactory, json!({"sufix": "_x"}), &[people()]);
-        assert!(e.contains("'sufix': unknown option (did you mean 'suffix'?"), "{e}");
+        let e = create_err(
+            &FieldRenameTransformFactory,
+            json!({"specific": [{"field_name": "id"}]}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'specific[0].target_name': is required but not set"),
+            "{e}"
+        );
+        let e = create_err(
+            &FieldRenameTransformFactory,
+            json!({"sufix": "_x"}),
+            &[people()],
+        );
+        assert!(
+            e.contains("'sufix': unknown option (did you mean 'suffix'?"),
+            "{e}"
+        );
     }
 }

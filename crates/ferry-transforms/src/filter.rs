@@ -6,14 +6,31 @@
 
 use std::sync::Arc;
 
-use ferry_api::{JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+};
 
 use crate::common::{missing_fields, PerTable, ProjectPlan, TablePlan};
 
 const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional("include_fields", OptionKind::List, None, "Fields to keep, in output order (legacy spelling: fields)."),
-    OptionSpec::optional("fields", OptionKind::List, None, "Legacy spelling of include_fields."),
-    OptionSpec::optional("exclude_fields", OptionKind::List, None, "Fields to drop; the others are kept in input order."),
+    OptionSpec::optional(
+        "include_fields",
+        OptionKind::List,
+        None,
+        "Fields to keep, in output order (legacy spelling: fields).",
+    ),
+    OptionSpec::optional(
+        "fields",
+        OptionKind::List,
+        None,
+        "Legacy spelling of include_fields.",
+    ),
+    OptionSpec::optional(
+        "exclude_fields",
+        OptionKind::List,
+        None,
+        "Fields to drop; the others are kept in input order.",
+    ),
 ];
 
 /// Factory of the `Filter` transform.
@@ -38,7 +55,12 @@ impl TransformFactory for FilterTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
         // `include_fields` takes precedence over its fallback key `fields`, as in SeaTunnel.
         let include = match options.string_list("include_fields")? {
             Some(list) => {
@@ -59,13 +81,11 @@ impl TransformFactory for FilterTransformFactory {
                     "set only one of include_fields and exclude_fields",
                 ))
             }
-            (None, None) => {
-                return Err(options.location().error_with_hint(
-                    "include_fields",
-                    "no fields to keep or drop",
-                    "set include_fields (the fields to keep) or exclude_fields (the fields to drop)",
-                ))
-            }
+            (None, None) => return Err(options.location().error_with_hint(
+                "include_fields",
+                "no fields to keep or drop",
+                "set include_fields (the fields to keep) or exclude_fields (the fields to drop)",
+            )),
         };
         let mut plans: Vec<(Arc<str>, Arc<dyn TablePlan>)> = Vec::with_capacity(input.len());
         for table in input {
@@ -80,12 +100,19 @@ fn plan(options: &Options, table: &TableSchema, mode: &Mode) -> Result<ProjectPl
         Mode::Include(key, l) => (key.as_str(), l),
         Mode::Exclude(l) => ("exclude_fields", l),
     };
-    let missing: Vec<&str> = listed.iter().map(String::as_str).filter(|f| table.schema.index_of(f).is_err()).collect();
+    let missing: Vec<&str> = listed
+        .iter()
+        .map(String::as_str)
+        .filter(|f| table.schema.index_of(f).is_err())
+        .collect();
     if !missing.is_empty() {
         return Err(missing_fields(options, key, table, &missing));
     }
     let indices: Vec<usize> = match mode {
-        Mode::Include(_, list) => list.iter().filter_map(|f| table.schema.index_of(f).ok()).collect(),
+        Mode::Include(_, list) => list
+            .iter()
+            .filter_map(|f| table.schema.index_of(f).ok())
+            .collect(),
         Mode::Exclude(list) => table
             .schema
             .fields()
@@ -106,21 +133,43 @@ mod tests {
     use serde_json::json;
 
     fn wide() -> TableSchema {
-        table("fake", &[("id", DataType::Int32), ("name", DataType::Utf8), ("age", DataType::Int32)])
+        table(
+            "fake",
+            &[
+                ("id", DataType::Int32),
+                ("name", DataType::Utf8),
+                ("age", DataType::Int32),
+            ],
+        )
     }
 
     #[test]
     fn legacy_fields_keeps_listed_fields_in_listed_order() {
-        let t = create(&FilterTransformFactory, json!({"fields": ["age", "name"]}), &[wide()]).unwrap();
+        let t = create(
+            &FilterTransformFactory,
+            json!({"fields": ["age", "name"]}),
+            &[wide()],
+        )
+        .unwrap();
         let out = &t.output_tables()[0];
-        let names: Vec<&str> = out.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let names: Vec<&str> = out
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         assert_eq!(names, ["age", "name"]);
         assert_eq!(out.schema.field(0).data_type(), &DataType::Int32);
     }
 
     #[test]
     fn include_keeps_columns_zero_copy_with_kinds() {
-        let t = create(&FilterTransformFactory, json!({"include_fields": ["name"]}), &[people()]).unwrap();
+        let t = create(
+            &FilterTransformFactory,
+            json!({"include_fields": ["name"]}),
+            &[people()],
+        )
+        .unwrap();
         let b = people_batch(vec![Some(1), Some(2)], vec![None, Some("b")], vec![1, 2]);
         let r = run(&t, b.clone()).unwrap();
         assert_eq!(names(&r), ["name"]);
@@ -131,14 +180,29 @@ mod tests {
 
     #[test]
     fn exclude_keeps_the_rest_in_input_order() {
-        let t = create(&FilterTransformFactory, json!({"exclude_fields": ["name"]}), &[wide()]).unwrap();
-        let names: Vec<String> = t.output_tables()[0].schema.fields().iter().map(|f| f.name().clone()).collect();
+        let t = create(
+            &FilterTransformFactory,
+            json!({"exclude_fields": ["name"]}),
+            &[wide()],
+        )
+        .unwrap();
+        let names: Vec<String> = t.output_tables()[0]
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
         assert_eq!(names, ["id", "age"]);
     }
 
     #[test]
     fn excluding_everything_leaves_rows_without_columns() {
-        let t = create(&FilterTransformFactory, json!({"exclude_fields": ["id", "name"]}), &[people()]).unwrap();
+        let t = create(
+            &FilterTransformFactory,
+            json!({"exclude_fields": ["id", "name"]}),
+            &[people()],
+        )
+        .unwrap();
         let r = run(&t, people_batch(vec![Some(1)], vec![Some("a")], vec![0])).unwrap();
         assert_eq!(r.num_rows(), 1);
         assert_eq!(r.data.num_columns(), 0);
@@ -146,7 +210,11 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_all_listed() {
-        let e = create_err(&FilterTransformFactory, json!({"include_fields": ["nmae", "id", "agee"]}), &[people()]);
+        let e = create_err(
+            &FilterTransformFactory,
+            json!({"include_fields": ["nmae", "id", "agee"]}),
+            &[people()],
+        );
         assert_eq!(
             e,
             "job.conf:3: transform Filter: option 'include_fields': fields 'nmae', 'agee' not found in table 't' (available fields: id, name)"
@@ -155,8 +223,15 @@ mod tests {
 
     #[test]
     fn include_and_exclude_are_mutually_exclusive_and_one_is_required() {
-        let e = create_err(&FilterTransformFactory, json!({"include_fields": ["id"], "exclude_fields": ["name"]}), &[people()]);
-        assert!(e.contains("option 'exclude_fields': cannot be set together with include_fields"), "{e}");
+        let e = create_err(
+            &FilterTransformFactory,
+            json!({"include_fields": ["id"], "exclude_fields": ["name"]}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'exclude_fields': cannot be set together with include_fields"),
+            "{e}"
+        );
         let e = create_err(&FilterTransformFactory, json!({}), &[people()]);
         assert!(e.contains("no fields to keep or drop"), "{e}");
     }

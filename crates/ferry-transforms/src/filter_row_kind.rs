@@ -8,15 +8,28 @@ use std::sync::Arc;
 
 use arrow::array::BooleanArray;
 use arrow::buffer::BooleanBuffer;
-use ferry_api::{ChangeBatch, JobContext, OptionKind, OptionSpec, Options, Result, RowKind, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    ChangeBatch, JobContext, OptionKind, OptionSpec, Options, Result, RowKind, TableSchema,
+    Transform, TransformFactory,
+};
 
 use crate::common::{PerTable, TablePlan};
 
 const KIND_NAMES: &[&str] = &["INSERT", "UPDATE_BEFORE", "UPDATE_AFTER", "DELETE"];
 
 const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional("include_kinds", OptionKind::List, None, "Row kinds to keep (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)."),
-    OptionSpec::optional("exclude_kinds", OptionKind::List, None, "Row kinds to drop (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)."),
+    OptionSpec::optional(
+        "include_kinds",
+        OptionKind::List,
+        None,
+        "Row kinds to keep (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE).",
+    ),
+    OptionSpec::optional(
+        "exclude_kinds",
+        OptionKind::List,
+        None,
+        "Row kinds to drop (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE).",
+    ),
 ];
 
 /// Factory of the `FilterRowKind` transform.
@@ -35,9 +48,18 @@ impl TransformFactory for FilterRowKindTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
-        let include = options.string_list("include_kinds")?.filter(|l| !l.is_empty());
-        let exclude = options.string_list("exclude_kinds")?.filter(|l| !l.is_empty());
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
+        let include = options
+            .string_list("include_kinds")?
+            .filter(|l| !l.is_empty());
+        let exclude = options
+            .string_list("exclude_kinds")?
+            .filter(|l| !l.is_empty());
         options.finish(SPECS)?;
         let (key, list, keep_listed) = match (include, exclude) {
             (Some(l), None) => ("include_kinds", l, true),
@@ -60,18 +82,27 @@ impl TransformFactory for FilterRowKindTransformFactory {
         // keep[code] for each row kind code; a kind not listed gets the opposite answer.
         let mut keep = [!keep_listed; 4];
         for (i, name) in list.iter().enumerate() {
-            let kind = RowKind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(name.trim())).ok_or_else(|| {
-                options.location().error_with_hint(
-                    &format!("{key}[{i}]"),
-                    format!("unknown row kind '{name}'"),
-                    format!("valid row kinds: {}", KIND_NAMES.join(", ")),
-                )
-            })?;
+            let kind = RowKind::ALL
+                .into_iter()
+                .find(|k| k.name().eq_ignore_ascii_case(name.trim()))
+                .ok_or_else(|| {
+                    options.location().error_with_hint(
+                        &format!("{key}[{i}]"),
+                        format!("unknown row kind '{name}'"),
+                        format!("valid row kinds: {}", KIND_NAMES.join(", ")),
+                    )
+                })?;
             keep[kind as usize] = keep_listed;
         }
         let mut plans: Vec<(Arc<str>, Arc<dyn TablePlan>)> = Vec::with_capacity(input.len());
         for table in input {
-            plans.push((table.name.clone(), Arc::new(KindFilter { output: table.clone(), keep })));
+            plans.push((
+                table.name.clone(),
+                Arc::new(KindFilter {
+                    output: table.clone(),
+                    keep,
+                }),
+            ));
         }
         Ok(Arc::new(PerTable::new("FilterRowKind", plans)))
     }
@@ -92,12 +123,18 @@ impl TablePlan for KindFilter {
         let Some(kinds) = &batch.kinds else {
             // No kinds: every row is an insert.
             let keep = self.keep[RowKind::Insert as usize];
-            return Ok(if keep && batch.num_rows() > 0 { Some(batch) } else { None });
+            return Ok(if keep && batch.num_rows() > 0 {
+                Some(batch)
+            } else {
+                None
+            });
         };
         let keep = self.keep;
         let codes = kinds.values();
         // Codes outside the known range read as inserts, as ChangeBatch::kind does.
-        let mask = BooleanBuffer::collect_bool(codes.len(), |i| keep.get(codes[i] as usize).copied().unwrap_or(keep[0]));
+        let mask = BooleanBuffer::collect_bool(codes.len(), |i| {
+            keep.get(codes[i] as usize).copied().unwrap_or(keep[0])
+        });
         let kept = mask.count_set_bits();
         if kept == 0 {
             return Ok(None);
@@ -125,16 +162,29 @@ mod tests {
 
     #[test]
     fn exclude_delete_drops_deletes_only() {
-        let t = create(&FilterRowKindTransformFactory, json!({"exclude_kinds": ["DELETE"]}), &[people()]).unwrap();
+        let t = create(
+            &FilterRowKindTransformFactory,
+            json!({"exclude_kinds": ["DELETE"]}),
+            &[people()],
+        )
+        .unwrap();
         assert_eq!(t.output_tables(), vec![people()]);
         let r = run(&t, batch()).unwrap();
         assert_eq!(kinds(&r), ["+I", "-U", "+U", "+I"]);
-        assert_eq!(strings(&r, "name"), vec![Some("i".into()), Some("ub".into()), Some("ua".into()), None]);
+        assert_eq!(
+            strings(&r, "name"),
+            vec![Some("i".into()), Some("ub".into()), Some("ua".into()), None]
+        );
     }
 
     #[test]
     fn include_insert_keeps_inserts_only() {
-        let t = create(&FilterRowKindTransformFactory, json!({"include_kinds": ["insert"]}), &[people()]).unwrap();
+        let t = create(
+            &FilterRowKindTransformFactory,
+            json!({"include_kinds": ["insert"]}),
+            &[people()],
+        )
+        .unwrap();
         let r = run(&t, batch()).unwrap();
         assert_eq!(kinds(&r), ["+I", "+I"]);
         assert_eq!(strings(&r, "name"), vec![Some("i".into()), None]);
@@ -144,20 +194,45 @@ mod tests {
     fn insert_only_batches_pass_whole_or_not_at_all() {
         let inserts = people_batch(vec![Some(1)], vec![Some("a")], vec![0]);
         assert!(inserts.kinds.is_none());
-        let t = create(&FilterRowKindTransformFactory, json!({"include_kinds": ["INSERT"]}), &[people()]).unwrap();
+        let t = create(
+            &FilterRowKindTransformFactory,
+            json!({"include_kinds": ["INSERT"]}),
+            &[people()],
+        )
+        .unwrap();
         let r = run(&t, inserts.clone()).unwrap();
         assert!(Arc::ptr_eq(r.data.column(0), inserts.data.column(0)));
-        let t = create(&FilterRowKindTransformFactory, json!({"exclude_kinds": ["INSERT"]}), &[people()]).unwrap();
+        let t = create(
+            &FilterRowKindTransformFactory,
+            json!({"exclude_kinds": ["INSERT"]}),
+            &[people()],
+        )
+        .unwrap();
         assert!(run(&t, inserts).is_none());
     }
 
     #[test]
     fn option_errors() {
-        let e = create_err(&FilterRowKindTransformFactory, json!({"include_kinds": ["INSERT"], "exclude_kinds": ["DELETE"]}), &[people()]);
-        assert!(e.contains("include_kinds and exclude_kinds are mutually exclusive"), "{e}");
-        let e = create_err(&FilterRowKindTransformFactory, json!({"include_kinds": []}), &[people()]);
+        let e = create_err(
+            &FilterRowKindTransformFactory,
+            json!({"include_kinds": ["INSERT"], "exclude_kinds": ["DELETE"]}),
+            &[people()],
+        );
+        assert!(
+            e.contains("include_kinds and exclude_kinds are mutually exclusive"),
+            "{e}"
+        );
+        let e = create_err(
+            &FilterRowKindTransformFactory,
+            json!({"include_kinds": []}),
+            &[people()],
+        );
         assert!(e.contains("no row kinds to keep or drop"), "{e}");
-        let e = create_err(&FilterRowKindTransformFactory, json!({"exclude_kinds": ["DELETED"]}), &[people()]);
+        let e = create_err(
+            &FilterRowKindTransformFactory,
+            json!({"exclude_kinds": ["DELETED"]}),
+            &[people()],
+        );
         assert_eq!(
             e,
             "job.conf:3: transform FilterRowKind: option 'exclude_kinds[0]': unknown row kind 'DELETED' (valid row kinds: INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE)"

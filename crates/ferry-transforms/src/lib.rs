@@ -7,12 +7,12 @@
 //! carried through (FilterRowKind filters on them, RowKindExtractor turns them into a field).
 
 mod common;
-mod naming;
 pub mod copy;
-pub mod field_rename;
 pub mod field_mapper;
+pub mod field_rename;
 pub mod filter;
 pub mod filter_row_kind;
+mod naming;
 pub mod replace;
 pub mod row_kind_extractor;
 pub mod split;

@@ -60,27 +60,56 @@ impl RenameRules {
             None => None,
         };
         // SeaTunnel trims prefix, suffix and replace_to.
-        let prefix = options.string("prefix")?.map(|s| s.trim().to_string()).unwrap_or_default();
-        let suffix = options.string("suffix")?.map(|s| s.trim().to_string()).unwrap_or_default();
+        let prefix = options
+            .string("prefix")?
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let suffix = options
+            .string("suffix")?
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
         let key = "replacements_with_regex";
         let mut replacements = Vec::new();
-        for (i, block) in object_list(options, key)?.unwrap_or_default().iter().enumerate() {
-            check_block_keys(options, key, i, block, &["replace_from", "replace_to", "is_regex"])?;
+        for (i, block) in object_list(options, key)?
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            check_block_keys(
+                options,
+                key,
+                i,
+                block,
+                &["replace_from", "replace_to", "is_regex"],
+            )?;
             let from = block_string(options, key, i, block, "replace_from")?.unwrap_or_default();
-            let to = block_string(options, key, i, block, "replace_to")?
-                .ok_or_else(|| options.error(&format!("{key}[{i}].replace_to"), "is required but not set"))?;
+            let to = block_string(options, key, i, block, "replace_to")?.ok_or_else(|| {
+                options.error(&format!("{key}[{i}].replace_to"), "is required but not set")
+            })?;
             if from.is_empty() {
                 // SeaTunnel skips a rule with an empty replace_from.
                 continue;
             }
             let from = if block_bool(options, key, i, block, "is_regex")?.unwrap_or(true) {
-                Matcher::Regex(compile_regex(options, &format!("{key}[{i}].replace_from"), &from)?)
+                Matcher::Regex(compile_regex(
+                    options,
+                    &format!("{key}[{i}].replace_from"),
+                    &from,
+                )?)
             } else {
                 Matcher::Exact(from)
             };
-            replacements.push(Replacement { from, to: to.trim().to_string() });
+            replacements.push(Replacement {
+                from,
+                to: to.trim().to_string(),
+            });
         }
-        Ok(RenameRules { case, prefix, suffix, replacements })
+        Ok(RenameRules {
+            case,
+            prefix,
+            suffix,
+            replacements,
+        })
     }
 
     /// Case-converts `s`.
@@ -135,12 +164,32 @@ impl TablePath {
     pub(crate) fn parse(name: &str) -> Self {
         let parts: Vec<&str> = name.split('.').collect();
         match parts.as_slice() {
-            [t] => TablePath { database: None, schema: None, table: t.to_string() },
-            [d, t] => TablePath { database: Some(d.to_string()), schema: None, table: t.to_string() },
-            [d, s, t] => TablePath { database: Some(d.to_string()), schema: Some(s.to_string()), table: t.to_string() },
+            [t] => TablePath {
+                database: None,
+                schema: None,
+                table: t.to_string(),
+            },
+            [d, t] => TablePath {
+                database: Some(d.to_string()),
+                schema: None,
+                table: t.to_string(),
+            },
+            [d, s, t] => TablePath {
+                database: Some(d.to_string()),
+                schema: Some(s.to_string()),
+                table: t.to_string(),
+            },
             // More dots than SeaTunnel allows: the middle parts are taken as the schema.
-            [d, middle @ .., t] => TablePath { database: Some(d.to_string()), schema: Some(middle.join(".")), table: t.to_string() },
-            [] => TablePath { database: None, schema: None, table: String::new() },
+            [d, middle @ .., t] => TablePath {
+                database: Some(d.to_string()),
+                schema: Some(middle.join(".")),
+                table: t.to_string(),
+            },
+            [] => TablePath {
+                database: None,
+                schema: None,
+                table: String::new(),
+            },
         }
     }
 
@@ -177,7 +226,9 @@ mod tests {
         assert_eq!(r.rename("id"), "F_ID_S");
         assert_eq!(r.rename("create_time"), "F_SOURCE_CREATE_TIME_S");
         // Replaced text is not case-converted.
-        let r = rules(json!({"convert_case": "lower", "replacements_with_regex": [{"replace_from": "_T", "replace_to": "_Tbl"}]}));
+        let r = rules(
+            json!({"convert_case": "lower", "replacements_with_regex": [{"replace_from": "_T", "replace_to": "_Tbl"}]}),
+        );
         assert_eq!(r.rename("MY_T_X_T"), "my_Tbl_x_Tbl");
     }
 
@@ -196,15 +247,39 @@ mod tests {
 
     #[test]
     fn bad_rules_are_reported() {
-        let e = RenameRules::read(&mut opts("FieldRename", json!({"replacements_with_regex": [{"replace_from": "("}]}))).unwrap_err();
-        assert!(e.to_string().contains("option 'replacements_with_regex[0].replace_to': is required"), "{e}");
-        let e = RenameRules::read(&mut opts("FieldRename", json!({"replacements_with_regex": [{"replace_from": "(", "replace_to": "x"}]})))
+        let e = RenameRules::read(&mut opts(
+            "FieldRename",
+            json!({"replacements_with_regex": [{"replace_from": "("}]}),
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("option 'replacements_with_regex[0].replace_to': is required"),
+            "{e}"
+        );
+        let e = RenameRules::read(&mut opts(
+            "FieldRename",
+            json!({"replacements_with_regex": [{"replace_from": "(", "replace_to": "x"}]}),
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "option 'replacements_with_regex[0].replace_from': invalid regular expression"
+            ),
+            "{e}"
+        );
+        let e = RenameRules::read(&mut opts(
+            "FieldRename",
+            json!({"replacements_with_regex": [{"replace_form": "a", "replace_to": "x"}]}),
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("'replacements_with_regex[0].replace_form': unknown entry"),
+            "{e}"
+        );
+        let e = RenameRules::read(&mut opts("FieldRename", json!({"convert_case": "title"})))
             .unwrap_err();
-        assert!(e.to_string().contains("option 'replacements_with_regex[0].replace_from': invalid regular expression"), "{e}");
-        let e = RenameRules::read(&mut opts("FieldRename", json!({"replacements_with_regex": [{"replace_form": "a", "replace_to": "x"}]})))
-            .unwrap_err();
-        assert!(e.to_string().contains("'replacements_with_regex[0].replace_form': unknown entry"), "{e}");
-        let e = RenameRules::read(&mut opts("FieldRename", json!({"convert_case": "title"}))).unwrap_err();
         assert!(e.to_string().contains("valid values: UPPER, LOWER"), "{e}");
     }
 
@@ -212,9 +287,15 @@ mod tests {
     fn table_paths_split_like_seatunnel() {
         assert_eq!(TablePath::parse("t").full_name(), "t");
         let p = TablePath::parse("db.t");
-        assert_eq!((p.database.as_deref(), p.schema.as_deref(), p.table.as_str()), (Some("db"), None, "t"));
+        assert_eq!(
+            (p.database.as_deref(), p.schema.as_deref(), p.table.as_str()),
+            (Some("db"), None, "t")
+        );
         let p = TablePath::parse("db.s.t");
-        assert_eq!((p.database.as_deref(), p.schema.as_deref(), p.table.as_str()), (Some("db"), Some("s"), "t"));
+        assert_eq!(
+            (p.database.as_deref(), p.schema.as_deref(), p.table.as_str()),
+            (Some("db"), Some("s"), "t")
+        );
         assert_eq!(p.full_name(), "db.s.t");
     }
 }

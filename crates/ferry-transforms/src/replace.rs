@@ -13,17 +13,42 @@ use arrow::array::{Array, ArrayRef, StringArray, StringBuilder};
 use arrow::compute::{can_cast_types, cast, cast_with_options, CastOptions};
 use arrow::datatypes::DataType;
 use ferry_api::types::type_name;
-use ferry_api::{ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema,
+    Transform, TransformFactory,
+};
 use regex::Regex;
 
 use crate::common::{compile_regex, find_field, java_replacement, PerTable, Placement, TablePlan};
 
 const SPECS: &[OptionSpec] = &[
-    OptionSpec::required("replace_field", OptionKind::String, "The field whose text is replaced."),
-    OptionSpec::required("pattern", OptionKind::String, "The text (or, with is_regex, the regular expression) to replace."),
-    OptionSpec::required("replacement", OptionKind::String, "What replaces it ($1 refers to a regex group)."),
-    OptionSpec::optional("is_regex", OptionKind::Bool, Some("false"), "Whether pattern is a regular expression."),
-    OptionSpec::optional("replace_first", OptionKind::Bool, None, "With is_regex: replace only the first match (required when is_regex = true)."),
+    OptionSpec::required(
+        "replace_field",
+        OptionKind::String,
+        "The field whose text is replaced.",
+    ),
+    OptionSpec::required(
+        "pattern",
+        OptionKind::String,
+        "The text (or, with is_regex, the regular expression) to replace.",
+    ),
+    OptionSpec::required(
+        "replacement",
+        OptionKind::String,
+        "What replaces it ($1 refers to a regex group).",
+    ),
+    OptionSpec::optional(
+        "is_regex",
+        OptionKind::Bool,
+        Some("false"),
+        "Whether pattern is a regular expression.",
+    ),
+    OptionSpec::optional(
+        "replace_first",
+        OptionKind::Bool,
+        None,
+        "With is_regex: replace only the first match (required when is_regex = true).",
+    ),
 ];
 
 /// Factory of the `Replace` transform.
@@ -33,23 +58,41 @@ pub struct ReplaceTransformFactory;
 #[derive(Debug)]
 enum Op {
     /// Every occurrence of literal text.
-    Literal { pattern: String, replacement: String },
+    Literal {
+        pattern: String,
+        replacement: String,
+    },
     /// Matches of a regex; the replacement is in the `regex` crate's syntax.
-    Regex { re: Regex, replacement: String, first: bool },
+    Regex {
+        re: Regex,
+        replacement: String,
+        first: bool,
+    },
 }
 
 impl Op {
     fn apply<'a>(&self, s: &'a str) -> Cow<'a, str> {
         match self {
-            Op::Literal { pattern, replacement } => {
+            Op::Literal {
+                pattern,
+                replacement,
+            } => {
                 if s.contains(pattern.as_str()) {
                     Cow::Owned(s.replace(pattern.as_str(), replacement))
                 } else {
                     Cow::Borrowed(s)
                 }
             }
-            Op::Regex { re, replacement, first: true } => re.replacen(s, 1, replacement.as_str()),
-            Op::Regex { re, replacement, first: false } => re.replace_all(s, replacement.as_str()),
+            Op::Regex {
+                re,
+                replacement,
+                first: true,
+            } => re.replacen(s, 1, replacement.as_str()),
+            Op::Regex {
+                re,
+                replacement,
+                first: false,
+            } => re.replace_all(s, replacement.as_str()),
         }
     }
 
@@ -79,7 +122,12 @@ impl TransformFactory for ReplaceTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
         let field = options.string("replace_field")?;
         let pattern = options.string("pattern")?;
         let replacement = options.string("replacement")?;
@@ -87,16 +135,32 @@ impl TransformFactory for ReplaceTransformFactory {
         let first = options.bool("replace_first")?;
         options.finish(SPECS)?;
         let (Some(field), Some(pattern), Some(replacement)) = (field, pattern, replacement) else {
-            return Err(FerryError::internal("Replace: required options passed the check but are missing"));
+            return Err(FerryError::internal(
+                "Replace: required options passed the check but are missing",
+            ));
         };
         let op = if is_regex {
-            let first = first.ok_or_else(|| options.error("replace_first", "is required when is_regex = true"))?;
+            let first = first.ok_or_else(|| {
+                options.error("replace_first", "is required when is_regex = true")
+            })?;
             let re = compile_regex(options, "pattern", &pattern)?;
-            let replacement = java_replacement(&replacement, re.captures_len() - 1)
-                .map_err(|e| options.error("replacement", format!("invalid replacement '{replacement}': {e}")))?;
-            Op::Regex { re, replacement, first }
+            let replacement =
+                java_replacement(&replacement, re.captures_len() - 1).map_err(|e| {
+                    options.error(
+                        "replacement",
+                        format!("invalid replacement '{replacement}': {e}"),
+                    )
+                })?;
+            Op::Regex {
+                re,
+                replacement,
+                first,
+            }
         } else {
-            Op::Literal { pattern, replacement }
+            Op::Literal {
+                pattern,
+                replacement,
+            }
         };
         let op = Arc::new(op);
         let mut plans: Vec<(Arc<str>, Arc<dyn TablePlan>)> = Vec::with_capacity(input.len());
@@ -104,7 +168,9 @@ impl TransformFactory for ReplaceTransformFactory {
             let index = find_field(options, "replace_field", table, &field)?;
             let f = table.schema.field(index);
             let dt = f.data_type().clone();
-            if dt != DataType::Utf8 && !(can_cast_types(&dt, &DataType::Utf8) && can_cast_types(&DataType::Utf8, &dt)) {
+            if dt != DataType::Utf8
+                && !(can_cast_types(&dt, &DataType::Utf8) && can_cast_types(&DataType::Utf8, &dt))
+            {
                 return Err(options.error(
                     "replace_field",
                     format!("field '{field}' of table '{}' is of type {}, which has no text form to replace in", table.name, type_name(&dt)),
@@ -112,7 +178,16 @@ impl TransformFactory for ReplaceTransformFactory {
             }
             let placement = Placement::new(&table.schema, vec![f.clone()]);
             let output = TableSchema::new(table.name.clone(), placement.schema.clone());
-            plans.push((table.name.clone(), Arc::new(ReplacePlan { output, placement, index, field: field.clone(), op: op.clone() })));
+            plans.push((
+                table.name.clone(),
+                Arc::new(ReplacePlan {
+                    output,
+                    placement,
+                    index,
+                    field: field.clone(),
+                    op: op.clone(),
+                }),
+            ));
         }
         Ok(Arc::new(PerTable::new("Replace", plans)))
     }
@@ -135,20 +210,33 @@ impl TablePlan for ReplacePlan {
     fn apply(&self, batch: ChangeBatch) -> Result<Option<ChangeBatch>> {
         let column = batch.data.column(self.index);
         let dt = column.data_type().clone();
-        let text = if dt == DataType::Utf8 { column.clone() } else { cast(column, &DataType::Utf8)? };
-        let strings = text
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| FerryError::internal(format!("Replace: field '{}' did not convert to text", self.field)))?;
+        let text = if dt == DataType::Utf8 {
+            column.clone()
+        } else {
+            cast(column, &DataType::Utf8)?
+        };
+        let strings = text.as_any().downcast_ref::<StringArray>().ok_or_else(|| {
+            FerryError::internal(format!(
+                "Replace: field '{}' did not convert to text",
+                self.field
+            ))
+        })?;
         let replaced: ArrayRef = Arc::new(self.op.apply_column(strings));
         let value = if dt == DataType::Utf8 {
             replaced
         } else {
-            let strict = CastOptions { safe: false, ..Default::default() };
+            let strict = CastOptions {
+                safe: false,
+                ..Default::default()
+            };
             cast_with_options(&replaced, &dt, &strict).map_err(|e| {
                 FerryError::data(
                     "transform Replace",
-                    format!("field '{}' of type {}: a replaced value is not of that type: {e}", self.field, type_name(&dt)),
+                    format!(
+                        "field '{}' of type {}: a replaced value is not of that type: {e}",
+                        self.field,
+                        type_name(&dt)
+                    ),
                 )
             })?
         };
@@ -178,13 +266,19 @@ mod tests {
     #[test]
     fn conformance_regex_replace_first_of_everything() {
         let v = json!({"replace_field": "name", "pattern": ".+", "replacement": "b", "is_regex": true, "replace_first": true});
-        assert_eq!(replace(v, vec![Some("hello"), None, Some("")]), vec![s("b"), None, s("")]);
+        assert_eq!(
+            replace(v, vec![Some("hello"), None, Some("")]),
+            vec![s("b"), None, s("")]
+        );
     }
 
     #[test]
     fn literal_replaces_every_occurrence_and_ignores_regex_syntax() {
         let v = json!({"replace_field": "name", "pattern": "a.", "replacement": "$x"});
-        assert_eq!(replace(v, vec![Some("a.ba.a"), Some("ab")]), vec![s("$xb$xa"), s("ab")]);
+        assert_eq!(
+            replace(v, vec![Some("a.ba.a"), Some("ab")]),
+            vec![s("$xb$xa"), s("ab")]
+        );
     }
 
     #[test]
@@ -200,7 +294,15 @@ mod tests {
         let v = json!({"replace_field": "name", "pattern": "a", "replacement": "b"});
         let t = create(&ReplaceTransformFactory, v, &[people()]).unwrap();
         assert_eq!(t.output_tables()[0], people());
-        let r = run(&t, people_batch(vec![Some(1), Some(2)], vec![Some("a"), Some("c")], vec![1, 2])).unwrap();
+        let r = run(
+            &t,
+            people_batch(
+                vec![Some(1), Some(2)],
+                vec![Some("a"), Some("c")],
+                vec![1, 2],
+            ),
+        )
+        .unwrap();
         assert_eq!(names(&r), ["id", "name"]);
         assert_eq!(kinds(&r), ["-U", "+U"]);
     }
@@ -209,27 +311,83 @@ mod tests {
     fn non_text_field_round_trips_through_text() {
         let v = json!({"replace_field": "id", "pattern": "1", "replacement": "7"});
         let t = create(&ReplaceTransformFactory, v, &[people()]).unwrap();
-        let r = run(&t, people_batch(vec![Some(11), None, Some(2)], vec![None, None, None], vec![0, 0, 0])).unwrap();
-        let ids = r.data.column(0).as_any().downcast_ref::<Int32Array>().unwrap();
-        assert_eq!(ids.iter().collect::<Vec<_>>(), vec![Some(77), None, Some(2)]);
+        let r = run(
+            &t,
+            people_batch(
+                vec![Some(11), None, Some(2)],
+                vec![None, None, None],
+                vec![0, 0, 0],
+            ),
+        )
+        .unwrap();
+        let ids = r
+            .data
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .unwrap();
+        assert_eq!(
+            ids.iter().collect::<Vec<_>>(),
+            vec![Some(77), None, Some(2)]
+        );
 
         let bad = json!({"replace_field": "id", "pattern": "1", "replacement": "x"});
         let t = create(&ReplaceTransformFactory, bad, &[people()]).unwrap();
-        let e = t.create_instance().unwrap().transform(people_batch(vec![Some(1)], vec![None], vec![0])).unwrap_err().to_string();
-        assert!(e.contains("field 'id' of type int: a replaced value is not of that type"), "{e}");
+        let e = t
+            .create_instance()
+            .unwrap()
+            .transform(people_batch(vec![Some(1)], vec![None], vec![0]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("field 'id' of type int: a replaced value is not of that type"),
+            "{e}"
+        );
     }
 
     #[test]
     fn option_errors() {
-        let e = create_err(&ReplaceTransformFactory, json!({"replace_field": "nam", "pattern": "a", "replacement": "b"}), &[people()]);
+        let e = create_err(
+            &ReplaceTransformFactory,
+            json!({"replace_field": "nam", "pattern": "a", "replacement": "b"}),
+            &[people()],
+        );
         assert_eq!(e, "job.conf:3: transform Replace: option 'replace_field': field 'nam' not found in table 't' (available fields: id, name)");
-        let e = create_err(&ReplaceTransformFactory, json!({"replace_field": "name", "pattern": "a", "replacement": "b", "is_regex": true}), &[people()]);
-        assert!(e.contains("option 'replace_first': is required when is_regex = true"), "{e}");
-        let e = create_err(&ReplaceTransformFactory, json!({"replace_field": "name", "pattern": "(", "replacement": "b", "is_regex": true, "replace_first": true}), &[people()]);
-        assert!(e.contains("option 'pattern': invalid regular expression '('"), "{e}");
-        let e = create_err(&ReplaceTransformFactory, json!({"replace_field": "name", "pattern": "a", "replacement": "$2", "is_regex": true, "replace_first": true}), &[people()]);
-        assert!(e.contains("option 'replacement': invalid replacement '$2': no group 2"), "{e}");
-        let e = create_err(&ReplaceTransformFactory, json!({"replace_field": "name", "replacement": "b"}), &[people()]);
-        assert!(e.contains("option 'pattern': is required but not set"), "{e}");
+        let e = create_err(
+            &ReplaceTransformFactory,
+            json!({"replace_field": "name", "pattern": "a", "replacement": "b", "is_regex": true}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'replace_first': is required when is_regex = true"),
+            "{e}"
+        );
+        let e = create_err(
+            &ReplaceTransformFactory,
+            json!({"replace_field": "name", "pattern": "(", "replacement": "b", "is_regex": true, "replace_first": true}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'pattern': invalid regular expression '('"),
+            "{e}"
+        );
+        let e = create_err(
+            &ReplaceTransformFactory,
+            json!({"replace_field": "name", "pattern": "a", "replacement": "$2", "is_regex": true, "replace_first": true}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'replacement': invalid replacement '$2': no group 2"),
+            "{e}"
+        );
+        let e = create_err(
+            &ReplaceTransformFactory,
+            json!({"replace_field": "name", "replacement": "b"}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'pattern': is required but not set"),
+            "{e}"
+        );
     }
 }

@@ -8,15 +8,28 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, StringArray};
 use arrow::datatypes::{DataType, Field};
-use ferry_api::{ChangeBatch, JobContext, OptionKind, OptionSpec, Options, Result, RowKind, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    ChangeBatch, JobContext, OptionKind, OptionSpec, Options, Result, RowKind, TableSchema,
+    Transform, TransformFactory,
+};
 
 use crate::common::{PerTable, Placement, TablePlan};
 
 const TYPES: &[&str] = &["SHORT", "FULL"];
 
 const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional("custom_field_name", OptionKind::String, Some("row_kind"), "Name of the field that receives the row kind."),
-    OptionSpec::optional("transform_type", OptionKind::Enum(TYPES), Some("SHORT"), "SHORT (+I, -U, +U, -D) or FULL (INSERT, UPDATE_BEFORE, …)."),
+    OptionSpec::optional(
+        "custom_field_name",
+        OptionKind::String,
+        Some("row_kind"),
+        "Name of the field that receives the row kind.",
+    ),
+    OptionSpec::optional(
+        "transform_type",
+        OptionKind::Enum(TYPES),
+        Some("SHORT"),
+        "SHORT (+I, -U, +U, -D) or FULL (INSERT, UPDATE_BEFORE, …).",
+    ),
 ];
 
 /// Factory of the `RowKindExtractor` transform.
@@ -35,14 +48,22 @@ impl TransformFactory for RowKindExtractorTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
-        let field = options.string("custom_field_name")?.unwrap_or_else(|| "row_kind".to_string());
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
+        let field = options
+            .string("custom_field_name")?
+            .unwrap_or_else(|| "row_kind".to_string());
         let full = options.enum_value("transform_type", TYPES)? == Some("FULL");
         options.finish(SPECS)?;
         if field.is_empty() {
             return Err(options.error("custom_field_name", "must not be empty"));
         }
-        let labels: [&'static str; 4] = RowKind::ALL.map(|k| if full { k.name() } else { k.short() });
+        let labels: [&'static str; 4] =
+            RowKind::ALL.map(|k| if full { k.name() } else { k.short() });
         let mut plans: Vec<(Arc<str>, Arc<dyn TablePlan>)> = Vec::with_capacity(input.len());
         for table in input {
             if table.schema.index_of(&field).is_ok() {
@@ -52,9 +73,19 @@ impl TransformFactory for RowKindExtractorTransformFactory {
                     "choose another custom_field_name",
                 ));
             }
-            let placement = Placement::new(&table.schema, vec![Field::new(&field, DataType::Utf8, false)]);
+            let placement = Placement::new(
+                &table.schema,
+                vec![Field::new(&field, DataType::Utf8, false)],
+            );
             let output = TableSchema::new(table.name.clone(), placement.schema.clone());
-            plans.push((table.name.clone(), Arc::new(Extract { output, placement, labels })));
+            plans.push((
+                table.name.clone(),
+                Arc::new(Extract {
+                    output,
+                    placement,
+                    labels,
+                }),
+            ));
         }
         Ok(Arc::new(PerTable::new("RowKindExtractor", plans)))
     }
@@ -77,9 +108,15 @@ impl TablePlan for Extract {
         let column: StringArray = match &batch.kinds {
             None => StringArray::from_iter_values(std::iter::repeat_n(labels[0], batch.num_rows())),
             // Unknown codes read as inserts, as ChangeBatch::kind does.
-            Some(k) => StringArray::from_iter_values(k.values().iter().map(|&c| labels.get(c as usize).copied().unwrap_or(labels[0]))),
+            Some(k) => StringArray::from_iter_values(
+                k.values()
+                    .iter()
+                    .map(|&c| labels.get(c as usize).copied().unwrap_or(labels[0])),
+            ),
         };
-        let data = self.placement.assemble(&batch.data, vec![Arc::new(column) as ArrayRef])?;
+        let data = self
+            .placement
+            .assemble(&batch.data, vec![Arc::new(column) as ArrayRef])?;
         Ok(Some(ChangeBatch::inserts(batch.table, data)))
     }
 }
@@ -91,7 +128,11 @@ mod tests {
     use serde_json::json;
 
     fn b() -> ChangeBatch {
-        people_batch(vec![Some(1), Some(2), Some(3), None], vec![None, Some("b"), Some("c"), Some("d")], vec![0, 1, 2, 3])
+        people_batch(
+            vec![Some(1), Some(2), Some(3), None],
+            vec![None, Some("b"), Some("c"), Some("d")],
+            vec![0, 1, 2, 3],
+        )
     }
 
     #[test]
@@ -101,25 +142,53 @@ mod tests {
         assert_eq!(out.schema.field(2).name(), "row_kind");
         assert!(!out.schema.field(2).is_nullable());
         let r = run(&t, b()).unwrap();
-        assert_eq!(strings(&r, "row_kind"), ["+I", "-U", "+U", "-D"].map(|s| Some(s.to_string())));
+        assert_eq!(
+            strings(&r, "row_kind"),
+            ["+I", "-U", "+U", "-D"].map(|s| Some(s.to_string()))
+        );
         assert!(r.kinds.is_none());
         assert_eq!(strings(&r, "name")[0], None);
     }
 
     #[test]
     fn full_names_and_custom_field() {
-        let t = create(&RowKindExtractorTransformFactory, json!({"custom_field_name": "op", "transform_type": "full"}), &[people()]).unwrap();
+        let t = create(
+            &RowKindExtractorTransformFactory,
+            json!({"custom_field_name": "op", "transform_type": "full"}),
+            &[people()],
+        )
+        .unwrap();
         let r = run(&t, b()).unwrap();
-        assert_eq!(strings(&r, "op"), ["INSERT", "UPDATE_BEFORE", "UPDATE_AFTER", "DELETE"].map(|s| Some(s.to_string())));
+        assert_eq!(
+            strings(&r, "op"),
+            ["INSERT", "UPDATE_BEFORE", "UPDATE_AFTER", "DELETE"].map(|s| Some(s.to_string()))
+        );
         let inserts = people_batch(vec![Some(1)], vec![None], vec![0]);
-        assert_eq!(strings(&run(&t, inserts).unwrap(), "op"), vec![Some("INSERT".to_string())]);
+        assert_eq!(
+            strings(&run(&t, inserts).unwrap(), "op"),
+            vec![Some("INSERT".to_string())]
+        );
     }
 
     #[test]
     fn option_errors() {
-        let e = create_err(&RowKindExtractorTransformFactory, json!({"custom_field_name": "name"}), &[people()]);
-        assert!(e.contains("option 'custom_field_name': field 'name' already exists in table 't'"), "{e}");
-        let e = create_err(&RowKindExtractorTransformFactory, json!({"transform_type": "LONG"}), &[people()]);
-        assert!(e.contains("invalid value 'LONG' (valid values: SHORT, FULL)"), "{e}");
+        let e = create_err(
+            &RowKindExtractorTransformFactory,
+            json!({"custom_field_name": "name"}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'custom_field_name': field 'name' already exists in table 't'"),
+            "{e}"
+        );
+        let e = create_err(
+            &RowKindExtractorTransformFactory,
+            json!({"transform_type": "LONG"}),
+            &[people()],
+        );
+        assert!(
+            e.contains("invalid value 'LONG' (valid values: SHORT, FULL)"),
+            "{e}"
+        );
     }
 }

@@ -12,15 +12,26 @@ use arrow::array::{Array, ArrayRef, StringArray, StringBuilder};
 use arrow::compute::{can_cast_types, cast};
 use arrow::datatypes::{DataType, Field};
 use ferry_api::types::type_name;
-use ferry_api::{ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema,
+    Transform, TransformFactory,
+};
 use regex::Regex;
 
 use crate::common::{compile_regex, find_field, java_split, PerTable, Placement, TablePlan};
 
 const SPECS: &[OptionSpec] = &[
-    OptionSpec::required("separator", OptionKind::String, "Where to split: a regular expression, as in Java's String.split."),
+    OptionSpec::required(
+        "separator",
+        OptionKind::String,
+        "Where to split: a regular expression, as in Java's String.split.",
+    ),
     OptionSpec::required("split_field", OptionKind::String, "The field to split."),
-    OptionSpec::required("output_fields", OptionKind::List, "Names of the string fields that receive the parts, in order."),
+    OptionSpec::required(
+        "output_fields",
+        OptionKind::List,
+        "Names of the string fields that receive the parts, in order.",
+    ),
 ];
 
 /// Factory of the `Split` transform.
@@ -39,13 +50,20 @@ impl TransformFactory for SplitTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
         let separator = options.string("separator")?;
         let field = options.string("split_field")?;
         let outputs = options.string_list("output_fields")?;
         options.finish(SPECS)?;
         let (Some(separator), Some(field), Some(outputs)) = (separator, field, outputs) else {
-            return Err(FerryError::internal("Split: required options passed the check but are missing"));
+            return Err(FerryError::internal(
+                "Split: required options passed the check but are missing",
+            ));
         };
         if outputs.is_empty() {
             return Err(options.error("output_fields", "must name at least one field"));
@@ -61,12 +79,22 @@ impl TransformFactory for SplitTransformFactory {
                     format!("field '{field}' of table '{}' is of type {}, which has no text form to split", table.name, type_name(dt)),
                 ));
             }
-            let fields = outputs.iter().map(|n| Field::new(n, DataType::Utf8, true)).collect();
+            let fields = outputs
+                .iter()
+                .map(|n| Field::new(n, DataType::Utf8, true))
+                .collect();
             let placement = Placement::new(&table.schema, fields);
             let output = TableSchema::new(table.name.clone(), placement.schema.clone());
             plans.push((
                 table.name.clone(),
-                Arc::new(SplitPlan { output, placement, index, parts: outputs.len(), field: field.clone(), re: re.clone() }),
+                Arc::new(SplitPlan {
+                    output,
+                    placement,
+                    index,
+                    parts: outputs.len(),
+                    field: field.clone(),
+                    re: re.clone(),
+                }),
             ));
         }
         Ok(Arc::new(PerTable::new("Split", plans)))
@@ -90,14 +118,23 @@ impl TablePlan for SplitPlan {
 
     fn apply(&self, batch: ChangeBatch) -> Result<Option<ChangeBatch>> {
         let column = batch.data.column(self.index);
-        let text = if column.data_type() == &DataType::Utf8 { column.clone() } else { cast(column, &DataType::Utf8)? };
-        let strings = text
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| FerryError::internal(format!("Split: field '{}' did not convert to text", self.field)))?;
+        let text = if column.data_type() == &DataType::Utf8 {
+            column.clone()
+        } else {
+            cast(column, &DataType::Utf8)?
+        };
+        let strings = text.as_any().downcast_ref::<StringArray>().ok_or_else(|| {
+            FerryError::internal(format!(
+                "Split: field '{}' did not convert to text",
+                self.field
+            ))
+        })?;
         let rows = strings.len();
-        let mut builders: Vec<StringBuilder> =
-            (0..self.parts).map(|_| StringBuilder::with_capacity(rows, strings.value_data().len() / self.parts.max(1))).collect();
+        let mut builders: Vec<StringBuilder> = (0..self.parts)
+            .map(|_| {
+                StringBuilder::with_capacity(rows, strings.value_data().len() / self.parts.max(1))
+            })
+            .collect();
         // Reused for every row: the byte ranges of its parts.
         let mut ranges = Vec::with_capacity(self.parts);
         for v in strings.iter() {
@@ -114,7 +151,10 @@ impl TablePlan for SplitPlan {
                 }
             }
         }
-        let values: Vec<ArrayRef> = builders.into_iter().map(|mut b| Arc::new(b.finish()) as ArrayRef).collect();
+        let values: Vec<ArrayRef> = builders
+            .into_iter()
+            .map(|mut b| Arc::new(b.finish()) as ArrayRef)
+            .collect();
         let data = self.placement.assemble(&batch.data, values)?;
         Ok(Some(batch.with_data(data)))
     }
@@ -133,21 +173,43 @@ mod tests {
     #[test]
     fn conformance_split_of_an_int_field_on_1() {
         let input = table("fake", &[("id", DataType::Int32), ("age", DataType::Int32)]);
-        let t = create(&SplitTransformFactory, json!({"separator": "1", "split_field": "age", "output_fields": ["f1", "f2"]}), &[input.clone()])
-            .unwrap();
+        let t = create(
+            &SplitTransformFactory,
+            json!({"separator": "1", "split_field": "age", "output_fields": ["f1", "f2"]}),
+            std::slice::from_ref(&input),
+        )
+        .unwrap();
         let out = &t.output_tables()[0];
-        let names: Vec<&str> = out.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let names: Vec<&str> = out
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         assert_eq!(names, ["id", "age", "f1", "f2"]);
         assert_eq!(out.schema.field(3).data_type(), &DataType::Utf8);
         let data = arrow::record_batch::RecordBatch::try_new(
             input.schema.clone(),
             vec![
                 Arc::new(arrow::array::Int32Array::from(vec![1, 2, 3, 4])),
-                Arc::new(arrow::array::Int32Array::from(vec![Some(41), Some(11), Some(5), None])),
+                Arc::new(arrow::array::Int32Array::from(vec![
+                    Some(41),
+                    Some(11),
+                    Some(5),
+                    None,
+                ])),
             ],
         )
         .unwrap();
-        let r = run(&t, ChangeBatch::with_kinds(input.name.clone(), data, arrow::array::UInt8Array::from(vec![0, 3, 0, 2]))).unwrap();
+        let r = run(
+            &t,
+            ChangeBatch::with_kinds(
+                input.name.clone(),
+                data,
+                arrow::array::UInt8Array::from(vec![0, 3, 0, 2]),
+            ),
+        )
+        .unwrap();
         assert_eq!(strings(&r, "f1"), vec![s("4"), s(""), s("5"), None]);
         assert_eq!(strings(&r, "f2"), vec![s(""), s("1"), None, None]);
         assert_eq!(kinds(&r), ["+I", "-D", "+I", "+U"]);
@@ -155,9 +217,21 @@ mod tests {
 
     #[test]
     fn last_part_keeps_the_rest_and_separator_is_a_regex() {
-        let t = create(&SplitTransformFactory, json!({"separator": "[,;]", "split_field": "name", "output_fields": ["a", "b"]}), &[people()])
-            .unwrap();
-        let r = run(&t, people_batch(vec![Some(1), Some(2)], vec![Some("x;y,z"), Some("")], vec![0, 0])).unwrap();
+        let t = create(
+            &SplitTransformFactory,
+            json!({"separator": "[,;]", "split_field": "name", "output_fields": ["a", "b"]}),
+            &[people()],
+        )
+        .unwrap();
+        let r = run(
+            &t,
+            people_batch(
+                vec![Some(1), Some(2)],
+                vec![Some("x;y,z"), Some("")],
+                vec![0, 0],
+            ),
+        )
+        .unwrap();
         assert_eq!(strings(&r, "a"), vec![s("x"), s("")]);
         assert_eq!(strings(&r, "b"), vec![s("y,z"), None]);
         // The split field itself is kept.
@@ -166,8 +240,12 @@ mod tests {
 
     #[test]
     fn an_output_named_like_an_input_replaces_it_as_text() {
-        let t = create(&SplitTransformFactory, json!({"separator": " ", "split_field": "name", "output_fields": ["id"]}), &[people()])
-            .unwrap();
+        let t = create(
+            &SplitTransformFactory,
+            json!({"separator": " ", "split_field": "name", "output_fields": ["id"]}),
+            &[people()],
+        )
+        .unwrap();
         let out = &t.output_tables()[0];
         assert_eq!(out.schema.fields().len(), 2);
         assert_eq!(out.schema.field(0).data_type(), &DataType::Utf8);
@@ -177,13 +255,35 @@ mod tests {
 
     #[test]
     fn option_errors() {
-        let e = create_err(&SplitTransformFactory, json!({"separator": ",", "split_field": "nme", "output_fields": ["a"]}), &[people()]);
+        let e = create_err(
+            &SplitTransformFactory,
+            json!({"separator": ",", "split_field": "nme", "output_fields": ["a"]}),
+            &[people()],
+        );
         assert_eq!(e, "job.conf:3: transform Split: option 'split_field': field 'nme' not found in table 't' (available fields: id, name)");
-        let e = create_err(&SplitTransformFactory, json!({"separator": "(", "split_field": "name", "output_fields": ["a"]}), &[people()]);
-        assert!(e.contains("option 'separator': invalid regular expression"), "{e}");
-        let e = create_err(&SplitTransformFactory, json!({"separator": ",", "split_field": "name"}), &[people()]);
-        assert!(e.contains("option 'output_fields': is required but not set"), "{e}");
-        let e = create_err(&SplitTransformFactory, json!({"separator": ",", "split_field": "name", "output_fields": []}), &[people()]);
+        let e = create_err(
+            &SplitTransformFactory,
+            json!({"separator": "(", "split_field": "name", "output_fields": ["a"]}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'separator': invalid regular expression"),
+            "{e}"
+        );
+        let e = create_err(
+            &SplitTransformFactory,
+            json!({"separator": ",", "split_field": "name"}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'output_fields': is required but not set"),
+            "{e}"
+        );
+        let e = create_err(
+            &SplitTransformFactory,
+            json!({"separator": ",", "split_field": "name", "output_fields": []}),
+            &[people()],
+        );
         assert!(e.contains("must name at least one field"), "{e}");
     }
 }

@@ -7,7 +7,10 @@
 
 use std::sync::Arc;
 
-use ferry_api::{ChangeBatch, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    ChangeBatch, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform,
+    TransformFactory,
+};
 use regex::Regex;
 
 use crate::common::{compile_regex, PerTable, ProjectPlan, TablePlan};
@@ -16,10 +19,30 @@ use crate::naming::TablePath;
 const MODES: &[&str] = &["INCLUDE", "EXCLUDE"];
 
 const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional("database_pattern", OptionKind::String, None, "Regex the database part of the table name must match."),
-    OptionSpec::optional("schema_pattern", OptionKind::String, None, "Regex the schema part of the table name must match."),
-    OptionSpec::optional("table_pattern", OptionKind::String, None, "Regex the table part of the table name must match."),
-    OptionSpec::optional("pattern_mode", OptionKind::Enum(MODES), Some("INCLUDE"), "INCLUDE keeps matching tables, EXCLUDE drops them."),
+    OptionSpec::optional(
+        "database_pattern",
+        OptionKind::String,
+        None,
+        "Regex the database part of the table name must match.",
+    ),
+    OptionSpec::optional(
+        "schema_pattern",
+        OptionKind::String,
+        None,
+        "Regex the schema part of the table name must match.",
+    ),
+    OptionSpec::optional(
+        "table_pattern",
+        OptionKind::String,
+        None,
+        "Regex the table part of the table name must match.",
+    ),
+    OptionSpec::optional(
+        "pattern_mode",
+        OptionKind::Enum(MODES),
+        Some("INCLUDE"),
+        "INCLUDE keeps matching tables, EXCLUDE drops them.",
+    ),
 ];
 
 /// Factory of the `TableFilter` transform.
@@ -38,7 +61,12 @@ impl TransformFactory for TableFilterTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
         let mut patterns: Vec<Option<Regex>> = Vec::with_capacity(3);
         for key in ["database_pattern", "schema_pattern", "table_pattern"] {
             // Java's String.matches: the whole text must match.
@@ -48,13 +76,23 @@ impl TransformFactory for TableFilterTransformFactory {
             };
             patterns.push(re);
         }
-        let include = options.enum_value("pattern_mode", MODES)?.unwrap_or("INCLUDE") == "INCLUDE";
+        let include = options
+            .enum_value("pattern_mode", MODES)?
+            .unwrap_or("INCLUDE")
+            == "INCLUDE";
         options.finish(SPECS)?;
         let mut plans: Vec<(Arc<str>, Arc<dyn TablePlan>)> = Vec::with_capacity(input.len());
         for table in input {
             let path = TablePath::parse(&table.name);
-            let parts = [path.database.as_deref().unwrap_or(""), path.schema.as_deref().unwrap_or(""), path.table.as_str()];
-            let matched = patterns.iter().zip(parts).all(|(re, part)| re.as_ref().is_none_or(|re| re.is_match(part)));
+            let parts = [
+                path.database.as_deref().unwrap_or(""),
+                path.schema.as_deref().unwrap_or(""),
+                path.table.as_str(),
+            ];
+            let matched = patterns
+                .iter()
+                .zip(parts)
+                .all(|(re, part)| re.as_ref().is_none_or(|re| re.is_match(part)));
             let plan: Arc<dyn TablePlan> = if matched == include {
                 Arc::new(ProjectPlan::renamed_table(table, table.name.clone()))
             } else {
@@ -88,26 +126,43 @@ mod tests {
     use serde_json::json;
 
     fn tables() -> Vec<TableSchema> {
-        ["db.orders", "db.orders_bak", "other.users", "t"].iter().map(|n| table(n, &[("id", DataType::Int32)])).collect()
+        ["db.orders", "db.orders_bak", "other.users", "t"]
+            .iter()
+            .map(|n| table(n, &[("id", DataType::Int32)]))
+            .collect()
     }
 
     fn kept(v: serde_json::Value) -> Vec<String> {
         let t = create(&TableFilterTransformFactory, v, &tables()).unwrap();
-        t.output_tables().iter().map(|o| o.name.to_string()).collect()
+        t.output_tables()
+            .iter()
+            .map(|o| o.name.to_string())
+            .collect()
     }
 
     #[test]
     fn patterns_match_whole_parts() {
         assert_eq!(kept(json!({"table_pattern": "orders"})), ["db.orders"]);
-        assert_eq!(kept(json!({"database_pattern": "db", "table_pattern": "orders.*"})), ["db.orders", "db.orders_bak"]);
-        assert_eq!(kept(json!({"table_pattern": "orders", "pattern_mode": "EXCLUDE"})), ["db.orders_bak", "other.users", "t"]);
+        assert_eq!(
+            kept(json!({"database_pattern": "db", "table_pattern": "orders.*"})),
+            ["db.orders", "db.orders_bak"]
+        );
+        assert_eq!(
+            kept(json!({"table_pattern": "orders", "pattern_mode": "EXCLUDE"})),
+            ["db.orders_bak", "other.users", "t"]
+        );
         assert_eq!(kept(json!({})).len(), 4);
         assert!(kept(json!({"pattern_mode": "exclude"})).is_empty());
     }
 
     #[test]
     fn batches_of_dropped_tables_vanish_and_kept_ones_pass() {
-        let t = create(&TableFilterTransformFactory, json!({"table_pattern": "t"}), &[people(), table("u", &[])]).unwrap();
+        let t = create(
+            &TableFilterTransformFactory,
+            json!({"table_pattern": "t"}),
+            &[people(), table("u", &[])],
+        )
+        .unwrap();
         let b = people_batch(vec![Some(1)], vec![None], vec![3]);
         let r = run(&t, b).unwrap();
         assert_eq!(kinds(&r), ["-D"]);
@@ -122,9 +177,20 @@ mod tests {
 
     #[test]
     fn option_errors() {
-        let e = create_err(&TableFilterTransformFactory, json!({"table_pattern": "("}), &[people()]);
-        assert!(e.contains("option 'table_pattern': invalid regular expression"), "{e}");
-        let e = create_err(&TableFilterTransformFactory, json!({"pattern_mode": "keep"}), &[people()]);
+        let e = create_err(
+            &TableFilterTransformFactory,
+            json!({"table_pattern": "("}),
+            &[people()],
+        );
+        assert!(
+            e.contains("option 'table_pattern': invalid regular expression"),
+            "{e}"
+        );
+        let e = create_err(
+            &TableFilterTransformFactory,
+            json!({"pattern_mode": "keep"}),
+            &[people()],
+        );
         assert!(e.contains("valid values: INCLUDE, EXCLUDE"), "{e}");
     }
 }

@@ -5,15 +5,31 @@
 use std::sync::Arc;
 
 use ferry_api::types::{same_type, type_name};
-use ferry_api::{JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+};
 
 use crate::common::{PerTable, ProjectPlan, TablePlan};
 use crate::naming::TablePath;
 
 const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional("database", OptionKind::String, None, "Database part of the merged table's name."),
-    OptionSpec::optional("schema", OptionKind::String, None, "Schema part of the merged table's name."),
-    OptionSpec::required("table", OptionKind::String, "Table part of the merged table's name."),
+    OptionSpec::optional(
+        "database",
+        OptionKind::String,
+        None,
+        "Database part of the merged table's name.",
+    ),
+    OptionSpec::optional(
+        "schema",
+        OptionKind::String,
+        None,
+        "Schema part of the merged table's name.",
+    ),
+    OptionSpec::required(
+        "table",
+        OptionKind::String,
+        "Table part of the merged table's name.",
+    ),
 ];
 
 /// Factory of the `TableMerge` transform.
@@ -32,7 +48,12 @@ impl TransformFactory for TableMergeTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
         let database = options.string("database")?;
         let schema = options.string("schema")?;
         let table = options.string("table")?;
@@ -41,7 +62,13 @@ impl TransformFactory for TableMergeTransformFactory {
         if table.is_empty() {
             return Err(options.error("table", "must not be empty"));
         }
-        let name: Arc<str> = TablePath { database, schema, table }.full_name().into();
+        let name: Arc<str> = TablePath {
+            database,
+            schema,
+            table,
+        }
+        .full_name()
+        .into();
         if let Some(first) = input.first() {
             for other in &input[1..] {
                 if !same_fields(first, other) {
@@ -61,7 +88,12 @@ impl TransformFactory for TableMergeTransformFactory {
         }
         let plans: Vec<(Arc<str>, Arc<dyn TablePlan>)> = input
             .iter()
-            .map(|t| (t.name.clone(), Arc::new(ProjectPlan::renamed_table(t, name.clone())) as Arc<dyn TablePlan>))
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    Arc::new(ProjectPlan::renamed_table(t, name.clone())) as Arc<dyn TablePlan>,
+                )
+            })
             .collect();
         Ok(Arc::new(PerTable::new("TableMerge", plans)))
     }
@@ -69,11 +101,20 @@ impl TransformFactory for TableMergeTransformFactory {
 
 fn same_fields(a: &TableSchema, b: &TableSchema) -> bool {
     let (fa, fb) = (a.schema.fields(), b.schema.fields());
-    fa.len() == fb.len() && fa.iter().zip(fb.iter()).all(|(x, y)| x.name() == y.name() && same_type(x.data_type(), y.data_type()))
+    fa.len() == fb.len()
+        && fa
+            .iter()
+            .zip(fb.iter())
+            .all(|(x, y)| x.name() == y.name() && same_type(x.data_type(), y.data_type()))
 }
 
 fn describe(t: &TableSchema) -> String {
-    let fields: Vec<String> = t.schema.fields().iter().map(|f| format!("{} {}", f.name(), type_name(f.data_type()))).collect();
+    let fields: Vec<String> = t
+        .schema
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name(), type_name(f.data_type())))
+        .collect();
     fields.join(", ")
 }
 
@@ -88,7 +129,12 @@ mod tests {
     fn merges_tables_into_one_name() {
         let a = table("db.a", &[("id", DataType::Int32), ("name", DataType::Utf8)]);
         let b = people();
-        let t = create(&TableMergeTransformFactory, json!({"database": "d", "table": "all"}), &[a, b]).unwrap();
+        let t = create(
+            &TableMergeTransformFactory,
+            json!({"database": "d", "table": "all"}),
+            &[a, b],
+        )
+        .unwrap();
         let outs = t.output_tables();
         assert_eq!(outs.len(), 1);
         assert_eq!(outs[0].name.as_ref(), "d.all");
@@ -99,10 +145,18 @@ mod tests {
 
     #[test]
     fn option_and_schema_errors() {
-        let e = create_err(&TableMergeTransformFactory, json!({"database": "d"}), &[people()]);
+        let e = create_err(
+            &TableMergeTransformFactory,
+            json!({"database": "d"}),
+            &[people()],
+        );
         assert!(e.contains("option 'table': is required but not set"), "{e}");
         let other = table("u", &[("id", DataType::Int64), ("name", DataType::Utf8)]);
-        let e = create_err(&TableMergeTransformFactory, json!({"table": "x"}), &[people(), other]);
+        let e = create_err(
+            &TableMergeTransformFactory,
+            json!({"table": "x"}),
+            &[people(), other],
+        );
         assert!(e.contains("cannot merge table 'u' (id bigint, name string) with table 't' (id int, name string)"), "{e}");
     }
 }

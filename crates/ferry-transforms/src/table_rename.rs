@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use ferry_api::{JobContext, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory};
+use ferry_api::{
+    JobContext, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+};
 
 use crate::common::{PerTable, ProjectPlan, TablePlan};
 use crate::naming::{RenameRules, TablePath, RULE_SPECS};
@@ -28,7 +30,12 @@ impl TransformFactory for TableRenameTransformFactory {
         SPECS
     }
 
-    fn create(&self, options: &mut Options, input: &[TableSchema], _job: &JobContext) -> Result<Arc<dyn Transform>> {
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Transform>> {
         let rules = RenameRules::read(options)?;
         options.finish(SPECS)?;
         let mut plans: Vec<(Arc<str>, Arc<dyn TablePlan>)> = Vec::with_capacity(input.len());
@@ -40,17 +47,29 @@ impl TransformFactory for TableRenameTransformFactory {
                 table: rules.rename(&path.table),
             };
             let name: Arc<str> = renamed.full_name().into();
-            if let Some(other) = input.iter().find(|t| t.name != table.name && t.name == name) {
+            if let Some(other) = input
+                .iter()
+                .find(|t| t.name != table.name && t.name == name)
+            {
                 return Err(options.error(
                     "",
-                    format!("renaming table '{}' to '{name}' clashes with the input table '{}'", table.name, other.name),
+                    format!(
+                        "renaming table '{}' to '{name}' clashes with the input table '{}'",
+                        table.name, other.name
+                    ),
                 ));
             }
-            plans.push((table.name.clone(), Arc::new(ProjectPlan::renamed_table(table, name))));
+            plans.push((
+                table.name.clone(),
+                Arc::new(ProjectPlan::renamed_table(table, name)),
+            ));
         }
         let transform = PerTable::new("TableRename", plans);
         if transform.output_tables().len() != input.len() {
-            return Err(options.error("", "the rules give two input tables the same name; use TableMerge to merge tables"));
+            return Err(options.error(
+                "",
+                "the rules give two input tables the same name; use TableMerge to merge tables",
+            ));
         }
         Ok(Arc::new(transform))
     }
@@ -69,14 +88,23 @@ mod tests {
         let b = table("db.s.user_order", &[("id", DataType::Int32)]);
         let v = json!({"convert_case": "UPPER", "prefix": "p_", "replacements_with_regex": [{"replace_from": "user", "replace_to": "u"}]});
         let t = create(&TableRenameTransformFactory, v, &[a.clone(), b]).unwrap();
-        let names: Vec<String> = t.output_tables().iter().map(|o| o.name.to_string()).collect();
+        let names: Vec<String> = t
+            .output_tables()
+            .iter()
+            .map(|o| o.name.to_string())
+            .collect();
         assert_eq!(names, ["DB.p_u_SHOP", "DB.S.p_u_ORDER"]);
         assert_eq!(t.output_tables()[0].schema, a.schema);
     }
 
     #[test]
     fn batches_get_the_new_name_and_keep_rows_and_kinds() {
-        let t = create(&TableRenameTransformFactory, json!({"suffix": "_bak"}), &[people()]).unwrap();
+        let t = create(
+            &TableRenameTransformFactory,
+            json!({"suffix": "_bak"}),
+            &[people()],
+        )
+        .unwrap();
         let b = people_batch(vec![Some(1), Some(2)], vec![Some("a"), None], vec![0, 3]);
         let r = run(&t, b.clone()).unwrap();
         assert_eq!(r.table.as_ref(), "t_bak");
