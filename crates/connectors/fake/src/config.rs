@@ -139,9 +139,20 @@ pub(crate) fn prefix_error(e: FerryError, prefix: &str) -> FerryError {
     }
 }
 
-fn positive(o: &mut Options, key: &str, default: u64) -> Result<u64> {
-    Ok(o.u64(key)?.unwrap_or(default))
+/// A size option, capped so that a typo cannot make a batch exhaust memory.
+fn size(o: &mut Options, key: &str, default: u64, max: u64) -> Result<u64> {
+    match o.u64(key)?.unwrap_or(default) {
+        n if n <= max => Ok(n),
+        n => Err(o.error(key, format!("{n} is too large (at most {max})"))),
+    }
 }
+
+/// Upper bound of `string.length`, `bytes.length` and `columnLength`.
+pub(crate) const MAX_LENGTH: u64 = 65_535;
+/// Upper bound of `map.size` and `array.size`.
+pub(crate) const MAX_SIZE: u64 = 10_000;
+/// Upper bound of `split.num`: every split is planned up front.
+pub(crate) const MAX_SPLITS: u64 = 1_000_000;
 
 fn int_range<T>(o: &mut Options, ty: &str, default: (T, T)) -> Result<(T, T)>
 where
@@ -268,10 +279,10 @@ fn numeric<T: Copy>(
 }
 
 fn gen_config(o: &mut Options) -> Result<GenConfig> {
-    let string_length = positive(o, "string.length", 5)? as usize;
-    let bytes_length = positive(o, "bytes.length", 5)? as usize;
-    let map_size = positive(o, "map.size", 5)? as usize;
-    let array_size = positive(o, "array.size", 5)? as usize;
+    let string_length = size(o, "string.length", 5, MAX_LENGTH)? as usize;
+    let bytes_length = size(o, "bytes.length", 5, MAX_LENGTH)? as usize;
+    let map_size = size(o, "map.size", 5, MAX_SIZE)? as usize;
+    let array_size = size(o, "array.size", 5, MAX_SIZE)? as usize;
 
     let strings = template(
         o,
@@ -445,12 +456,14 @@ fn read_schema(o: &mut Options, string_length: usize) -> Result<(Schema, Vec<Col
                 };
                 let length = match m.get("columnLength") {
                     None => 0,
-                    Some(v) => as_i64(v).filter(|n| *n >= 0).ok_or_else(|| {
-                        o.error(
-                            &format!("{key}.columnLength"),
-                            format!("expected a non-negative whole number, found {v}"),
-                        )
-                    })? as usize,
+                    Some(v) => as_i64(v)
+                        .filter(|n| (0..=MAX_LENGTH as i64).contains(n))
+                        .ok_or_else(|| {
+                            o.error(
+                                &format!("{key}.columnLength"),
+                                format!("expected a whole number in 0..={MAX_LENGTH}, found {v}"),
+                            )
+                        })? as usize,
                 };
                 let gen = match m.get("defaultValue") {
                     None | Some(Value::Null) => ColumnGen::Random {
@@ -601,7 +614,7 @@ pub(crate) fn read_table(
     o.string("schema.comment")?;
     let rows = read_rows(o, &schema)?;
     let row_num = o.u64("row.num")?.unwrap_or(5);
-    let split_num = o.u64("split.num")?.unwrap_or(1);
+    let split_num = size(o, "split.num", 1, MAX_SPLITS)?;
     if split_num == 0 {
         return Err(o.error("split.num", "must be at least 1"));
     }

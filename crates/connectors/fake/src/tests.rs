@@ -158,6 +158,11 @@ fn values_outside_the_type_are_reported() {
     );
     let e = create_err(json!({"schema": schema3(), "split.num": 0}));
     assert!(e.contains("option 'split.num'"), "{e}");
+    let e = create_err(json!({"schema": schema3(), "string.length": 1_000_000_000}));
+    assert!(
+        e.contains("option 'string.length'") && e.contains("too large"),
+        "{e}"
+    );
 }
 
 #[test]
