@@ -332,7 +332,10 @@ fn kind_broken(
             if !is_numeric(col.data_type()) {
                 return (limit > 0).then_some(0);
             }
-            let cast = arrow::compute::cast(&col.slice(0, limit), &DataType::Float64).ok()?;
+            // Every numeric type casts to f64; should one not, treat its values as non-numbers.
+            let Ok(cast) = arrow::compute::cast(&col.slice(0, limit), &DataType::Float64) else {
+                return (limit > 0).then_some(0);
+            };
             let f = cast.as_primitive::<Float64Type>();
             let ok = |v: f64| {
                 if kind == ValueRuleKind::Min {
@@ -416,7 +419,10 @@ fn equals_broken(
 
 /// The first non-null row where `eq` is not true.
 fn first_false(eq: &BooleanArray, nulls: Option<&NullBuffer>, limit: usize) -> Option<usize> {
-    (0..limit).find(|&i| !is_null(nulls, i) && !(eq.is_valid(i) && eq.value(i)))
+    (0..limit).find(|&i| {
+        let equal = eq.is_valid(i) && eq.value(i);
+        !equal && !is_null(nulls, i)
+    })
 }
 
 /// JSON equality where numbers compare by value (`1` = `1.0`, `3.10` = `3.1`) and maps
