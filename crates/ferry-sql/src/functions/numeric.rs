@@ -258,7 +258,7 @@ fn round_div(v: i128, factor: i128, mode: Mode) -> i128 {
 
 /// Rounds an integer to `scale` (only negative scales change it).
 fn round_int(v: i64, scale: i64, mode: Mode) -> i64 {
-    if scale >= 0 || scale < -18 {
+    if !(-18..0).contains(&scale) {
         return v;
     }
     let f = 10i128.pow((-scale) as u32);

@@ -681,7 +681,8 @@ fn replace(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     })
 }
 
-const SOUNDEX_INDEX: &[u8] = b"71237128722455712623718272\0\0\0\0\0\071237128722455712623718272";
+const SOUNDEX_INDEX: &[u8] =
+    b"71237128722455712623718272\x00\x00\x00\x00\x00\x0071237128722455712623718272";
 
 fn soundex(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     unary_str(a, |v, buf| {
@@ -769,7 +770,7 @@ fn to_char(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
     let text = arrow::compute::cast(a.array(0), &DataType::Utf8)?;
     let rows = a.rows;
     if a.is_scalar(0) && rows != 1 {
-        return Ok(ScalarValue::try_from_array(&text, 0)?.to_array_of_size(rows)?);
+        return ScalarValue::try_from_array(&text, 0)?.to_array_of_size(rows);
     }
     Ok(text)
 }
