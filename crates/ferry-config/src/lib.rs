@@ -168,12 +168,17 @@ fn parse_inner(
     base_dir: Option<&Path>,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<JobFile> {
+    // The lexer skips a byte-order mark without counting a column; so do we.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     // First pass: every unresolved placeholder outside strings becomes an optional HOCON
     // substitution; the result tells which `${path}` name keys of the file. Second pass:
     // those stay HOCON substitutions, the others become literal text.
     let text_a = vars::substitute(text, lookup, Unresolved::Probe);
     let (root_a, walk_a) = value::parse_hocon(&text_a, file, base_dir)?;
-    let paths = value::config_paths(&root_a);
+    // Keys written in the file count too: a substitution cycle then fails in the second
+    // pass instead of turning into text.
+    let mut paths = value::config_paths(&root_a);
+    paths.extend(walk_a.key_paths());
     let text_b = vars::substitute(text, lookup, Unresolved::Keep(&|p| paths.contains(p)));
     let (root, walk) = if text_b == text_a {
         (root_a, walk_a)

@@ -627,3 +627,20 @@ fn unreadable_job_file_names_the_path() {
         "{e}"
     );
 }
+
+#[test]
+fn byte_order_mark_and_crlf_line_ends() {
+    let text = "\u{feff}source {\r\n  S { a = 1 }\r\n  S { a = 2 }\r\n}\r\nsink { K {} }\r\n";
+    let job = parse(text).unwrap();
+    assert_eq!(job.sources.len(), 2);
+    assert_eq!(raw(&job.sources[1], "a"), json!(2));
+    assert_eq!(job.sources[1].options.location().line, Some(3));
+}
+
+#[test]
+fn substitution_cycles_are_errors_with_a_line() {
+    let e =
+        err("source {\n  S {\n    a = ${source.S.b}\n    b = ${source.S.a}\n  }\n}\nsink { K {} }");
+    assert!(e.starts_with("job.conf:"), "{e}");
+    assert!(e.contains("source.S"), "{e}");
+}

@@ -50,6 +50,19 @@ pub(crate) struct Walk {
     pub inserts: Vec<(usize, usize, String)>,
 }
 
+impl Walk {
+    /// Every key path written in the file, from the top (`source.FakeSource.row.num`).
+    pub(crate) fn key_paths(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.lines.keys().cloned().collect();
+        for b in self.blocks.iter().filter(|b| b.index.is_none()) {
+            let prefix = format!("{}.{}", b.section, b.name);
+            out.extend(b.lines.keys().map(|k| format!("{prefix}.{k}")));
+            out.push(prefix);
+        }
+        out
+    }
+}
+
 struct Walker<'t> {
     tokens: &'t [Token],
     pos: usize,
