@@ -157,7 +157,7 @@ fn secrets_never_appear_in_errors() {
     let job = write(
         dir.path(),
         "secret.conf",
-        "source {\n  FakeSource {\n    password = { hunter2 = 1 }\n    schema = { fields { id = int } }\n  }\n}\nsink { Console {} }\n",
+        "source {\n  FakeSource {\n    password = \"hunter2\"\n    schema = { fields { id = int } }\n  }\n}\nsink { Console {} }\n",
     );
     let (ok, out, err) = run(&job, &[]);
     assert!(!ok);

@@ -60,7 +60,7 @@ fn shell_eval(value: &str) -> String {
 }
 
 /// Prepares case `c` under `root`; returns the rewritten job file and its variables.
-pub fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
+fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
     let dir = conformance_dir();
     let text = std::fs::read_to_string(dir.join("cases").join(&c.path)).expect("case file is readable");
     for (data, target) in &c.setup {

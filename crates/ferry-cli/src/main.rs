@@ -160,9 +160,9 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
     }
     let plan = load_plan(&args.job, args.job_id.clone())?;
     eprintln!(
-        "ferry: job '{}' ({:?}), delivery {}",
+        "ferry: job '{}' ({}), delivery {}",
         plan.job.job_name,
-        plan.job.mode,
+        ferry_engine::plan::mode_name(plan.job.mode),
         plan.delivery
     );
     let stop = StopHandle::default();

@@ -17,7 +17,12 @@ pub fn builtin() -> Registry {
         .transform(ferry_transforms::FieldMapperTransformFactory)
         .transform(ferry_transforms::ReplaceTransformFactory)
         .transform(ferry_transforms::SplitTransformFactory)
-        .transform(ferry_transforms::FilterRowKindTransformFactory);
+        .transform(ferry_transforms::FilterRowKindTransformFactory)
+        .transform(ferry_transforms::RowKindExtractorTransformFactory)
+        .transform(ferry_transforms::FieldRenameTransformFactory)
+        .transform(ferry_transforms::TableRenameTransformFactory)
+        .transform(ferry_transforms::TableMergeTransformFactory)
+        .transform(ferry_transforms::TableFilterTransformFactory);
     #[cfg(feature = "sql")]
     let r = r.transform(ferry_sql::SqlTransformFactory);
     r

@@ -89,6 +89,8 @@ pub struct TransformNode {
 pub struct SinkNode {
     /// Plugin name as written.
     pub plugin: String,
+    /// Name in metrics and messages: the plugin name, with `#n` when several sinks share it.
+    pub label: String,
     /// Streams it reads.
     pub inputs: Vec<String>,
     /// Number of writers.
@@ -168,7 +170,10 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         let input = input_tables(&p, &streams)?;
         let transform = factory.create(&mut p.options, &input, &ctx)?;
         let mut tables = transform.output_tables();
-        let rename = single_table_rename(&mut tables, &p.output);
+        // A transform that names its output table itself (TableRename, TableMerge) keeps
+        // that name; one that passes the table through takes the stream's name.
+        let renames_itself = input.len() != 1 || tables.len() != 1 || tables[0].name != input[0].name;
+        let rename = if renames_itself { None } else { single_table_rename(&mut tables, &p.output) };
         streams.insert(p.output.clone(), tables.clone());
         transforms.push(TransformNode { plugin: p.name.clone(), inputs: p.inputs.clone(), output: p.output.clone(), transform, tables, rename });
     }
@@ -179,6 +184,7 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         let input = input_tables(&p, &streams)?;
         let sink = factory.create(&mut p.options, &input, &ctx)?;
         sinks.push(SinkNode {
+            label: p.name.clone(),
             plugin: p.name.clone(),
             inputs: p.inputs.clone(),
             parallelism: p.parallelism.unwrap_or(default_parallelism).max(1),
@@ -187,6 +193,13 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         });
     }
 
+    for i in 0..sinks.len() {
+        let same: Vec<usize> = (0..sinks.len()).filter(|j| sinks[*j].plugin.eq_ignore_ascii_case(&sinks[i].plugin)).collect();
+        if same.len() > 1 {
+            let n = same.iter().position(|j| *j == i).unwrap_or(0) + 1;
+            sinks[i].label = format!("{}#{n}", sinks[i].plugin);
+        }
+    }
     let mode = match job.env.checkpoint_mode.as_deref().map(|m| m.to_ascii_lowercase().replace('_', "-")) {
         Some(m) if m == "at-least-once" => CheckpointMode::AtLeastOnce,
         _ => CheckpointMode::ExactlyOnce,
@@ -271,10 +284,7 @@ impl JobPlan {
     /// A readable description of the plan, for `ferry check`.
     pub fn describe(&self) -> String {
         let mut s = String::new();
-        let mode = match self.job.mode {
-            JobMode::Batch => "BATCH",
-            JobMode::Streaming => "STREAMING",
-        };
+        let mode = mode_name(self.job.mode);
         let _ = writeln!(s, "job '{}' ({mode})", self.job.job_name);
         let _ = writeln!(s, "delivery: {}", self.delivery);
         match self.checkpoint.interval_ms {
@@ -294,9 +304,17 @@ impl JobPlan {
             describe_tables(&mut s, &t.tables);
         }
         for k in &self.sinks {
-            let _ = writeln!(s, "sink {} (parallelism {}) <- {}", k.plugin, k.parallelism, k.inputs.join(", "));
+            let _ = writeln!(s, "sink {} (parallelism {}) <- {}", k.label, k.parallelism, k.inputs.join(", "));
         }
         s
+    }
+}
+
+/// `BATCH` or `STREAMING`, as job files spell it.
+pub fn mode_name(mode: JobMode) -> &'static str {
+    match mode {
+        JobMode::Batch => "BATCH",
+        JobMode::Streaming => "STREAMING",
     }
 }
 

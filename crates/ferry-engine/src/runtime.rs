@@ -213,7 +213,7 @@ fn run_once(plan: &JobPlan, store: &mut dyn CheckpointStore, restore: Option<(Ch
             let writer = node.sink.create_writer(&ctx, restored)?;
             let ev = ev_tx.clone();
             let senders = sender_ids[k];
-            let rows = metrics.sink_counter(&node.plugin);
+            let rows = metrics.sink_counter(&node.label);
             threads.push(spawn(&format!("sink-{}-{subtask}", node.plugin), move || {
                 if let Err(e) = writer_loop(writer, rx, senders, aligned, k, subtask, &ev, &rows) {
                     let _ = ev.send(Event::Failed(e));
