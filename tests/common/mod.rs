@@ -24,3 +24,65 @@ pub fn conformance_dir() -> PathBuf {
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+use std::path::Path;
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// Rewrites the absolute paths of SeaTunnel's test containers into `root`, as the
+/// conformance pack's README says.
+pub fn rewrite_paths(text: &str, root: &Path) -> String {
+    let r = root.display();
+    text.replace("/seatunnel/read/", &format!("{r}/seatunnel/read/"))
+        .replace("/tmp/seatunnel/", &format!("{r}/tmp/seatunnel/"))
+        .replace("/tmp/hive/", &format!("{r}/tmp/hive/"))
+        .replace("/tmp/fake_empty", &format!("{r}/tmp/fake_empty"))
+}
+
+/// Waits for `child` at most `limit`; kills it (and fails) when it takes longer, so
+/// that no test hangs.
+pub fn wait_for(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait on child") {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Polls `cond` every 100 ms until it holds or `limit` passes; returns whether it held.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cond()
+}
+
+/// Lines in the visible files under `dir` (names starting with `.` or `_` are staging).
+pub fn visible_lines(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else { return out };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.starts_with('.') || name.starts_with('_') {
+            continue;
+        }
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(visible_lines(&p));
+        } else if let Ok(text) = std::fs::read_to_string(&p) {
+            out.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+        }
+    }
+    out
+}

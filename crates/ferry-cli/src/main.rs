@@ -196,13 +196,12 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
     let metrics = Arc::new(Metrics::default());
     let progress = start_progress(metrics.clone());
     let started = Instant::now();
-    let retries = 0;
     let result = {
         let store: &mut dyn CheckpointStore = match file_store.as_mut() {
             Some(s) => s,
             None => &mut memory_store,
         };
-        ferry_engine::run(&plan, store, stop, metrics.clone(), retries, Duration::from_secs(3))
+        ferry_engine::run(&plan, store, stop, metrics.clone(), plan.checkpoint.retry_times, plan.checkpoint.retry_interval)
     };
     watcher.store(true, Ordering::SeqCst);
     progress.store(true, Ordering::SeqCst);

@@ -48,6 +48,10 @@ pub struct CheckpointSettings {
     pub mode: CheckpointMode,
     /// Complete checkpoints kept on disk.
     pub retained: usize,
+    /// Restarts from the latest checkpoint after a failure (`job.retry.times`).
+    pub retry_times: u32,
+    /// Pause before each restart (`job.retry.interval.seconds`).
+    pub retry_interval: std::time::Duration,
 }
 
 /// A source in the plan.
@@ -216,6 +220,8 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         timeout_ms: job.env.checkpoint_timeout_ms.unwrap_or(600_000),
         mode,
         retained: job.env.checkpoint_retained.unwrap_or(3).max(1),
+        retry_times: job.env.retry_times.unwrap_or(0),
+        retry_interval: std::time::Duration::from_secs(job.env.retry_interval_secs.unwrap_or(3)),
     };
     let delivery = decide_delivery(&sources, &sinks, mode);
     Ok(JobPlan { job: ctx, sources, transforms, sinks, checkpoint, delivery, fingerprint: job.fingerprint })
