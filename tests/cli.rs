@@ -14,8 +14,17 @@ fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
 }
 
 fn run(job: &Path, extra: &[&str]) -> (bool, String, String) {
-    let out = ferry().arg("run").arg(job).args(extra).output().expect("ferry runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
+    let out = ferry()
+        .arg("run")
+        .arg(job)
+        .args(extra)
+        .output()
+        .expect("ferry runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
 }
 
 const GOOD: &str = r#"
@@ -43,7 +52,10 @@ fn a_good_job_exits_zero_with_a_summary_line() {
     assert!(ok, "{err}");
     let last = err.lines().last().unwrap_or_default();
     assert!(last.starts_with("ferry: job 'ferry' finished in "), "{err}");
-    assert!(last.contains("read 20 [fake=20], wrote [Assert=20]"), "{err}");
+    assert!(
+        last.contains("read 20 [fake=20], wrote [Assert=20]"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -53,19 +65,35 @@ fn check_prints_the_plan_without_running() {
     let out = ferry().arg("check").arg(&job).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("source FakeSource (parallelism 1) -> fake"), "{text}");
+    assert!(
+        text.contains("source FakeSource (parallelism 1) -> fake"),
+        "{text}"
+    );
     assert!(text.contains("table fake: id int, name string"), "{text}");
-    assert!(text.contains("sink Assert (parallelism 1) <- fake"), "{text}");
+    assert!(
+        text.contains("sink Assert (parallelism 1) <- fake"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_syntax_error_names_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    let job = write(dir.path(), "bad.conf", "env {\n  job.mode = \"BATCH\"\n}\nsource {\n  FakeSource {\n    row.num = [1, 2\n  }\n}\n");
+    let job = write(
+        dir.path(),
+        "bad.conf",
+        "env {\n  job.mode = \"BATCH\"\n}\nsource {\n  FakeSource {\n    row.num = [1, 2\n  }\n}\n",
+    );
     let (ok, _, err) = run(&job, &[]);
     assert!(!ok);
-    let first = err.lines().find(|l| l.starts_with("error: ")).unwrap_or_default();
-    assert!(first.starts_with(&format!("error: {}:", job.display())), "{err}");
+    let first = err
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("error: {}:", job.display())),
+        "{err}"
+    );
 }
 
 #[test]
@@ -90,7 +118,13 @@ fn an_unknown_connector_lists_the_available_ones() {
     let job = write(dir.path(), "unknown.conf", "source {\n  FakeSorce {\n    schema = { fields { id = int } }\n  }\n}\nsink { Console {} }\n");
     let (ok, _, err) = run(&job, &[]);
     assert!(!ok);
-    assert!(err.contains(&format!("error: {}:2: unknown source plugin 'FakeSorce' (did you mean 'FakeSource'?", job.display())), "{err}");
+    assert!(
+        err.contains(&format!(
+            "error: {}:2: unknown source plugin 'FakeSorce' (did you mean 'FakeSource'?",
+            job.display()
+        )),
+        "{err}"
+    );
 }
 
 #[test]
@@ -134,8 +168,15 @@ sink {
     );
     let (ok, _, err) = run(&job, &[]);
     assert!(!ok, "{err}");
-    let line = err.lines().find(|l| l.starts_with("error: ")).unwrap_or_default().to_string();
-    assert!(line.contains("age") && line.contains("MAX") && line.contains("12"), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.contains("age") && line.contains("MAX") && line.contains("12"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -161,14 +202,29 @@ fn secrets_never_appear_in_errors() {
     );
     let (ok, out, err) = run(&job, &[]);
     assert!(!ok);
-    assert!(!err.contains("hunter2") && !out.contains("hunter2"), "{err}");
+    assert!(
+        !err.contains("hunter2") && !out.contains("hunter2"),
+        "{err}"
+    );
 }
 
 #[test]
 fn connectors_lists_plugins_and_their_options() {
     let out = ferry().arg("connectors").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    for name in ["FakeSource", "LocalFile", "Assert", "Console", "Blackhole", "Copy", "Filter", "FieldMapper", "Replace", "Split", "FilterRowKind"] {
+    for name in [
+        "FakeSource",
+        "LocalFile",
+        "Assert",
+        "Console",
+        "Blackhole",
+        "Copy",
+        "Filter",
+        "FieldMapper",
+        "Replace",
+        "Split",
+        "FilterRowKind",
+    ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
     let out = ferry().args(["connectors", "fakesource"]).output().unwrap();

@@ -20,7 +20,8 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    let tsv = std::fs::read_to_string(conformance_dir().join("cases.tsv")).expect("cases.tsv is readable");
+    let tsv = std::fs::read_to_string(conformance_dir().join("cases.tsv"))
+        .expect("cases.tsv is readable");
     tsv.lines()
         .skip(1)
         .filter(|l| !l.trim().is_empty())
@@ -31,12 +32,20 @@ fn cases() -> Vec<Case> {
                     .map(|c| {
                         c.split(';')
                             .filter(|p| !p.is_empty())
-                            .filter_map(|p| p.split_once(sep).map(|(a, b)| (a.to_string(), b.to_string())))
+                            .filter_map(|p| {
+                                p.split_once(sep)
+                                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                            })
                             .collect()
                     })
                     .unwrap_or_default()
             };
-            Case { path: cols[0].to_string(), mode: cols.get(1).unwrap_or(&"batch").to_string(), setup: pairs(2, "=>"), vars: pairs(3, "=") }
+            Case {
+                path: cols[0].to_string(),
+                mode: cols.get(1).unwrap_or(&"batch").to_string(),
+                setup: pairs(2, "=>"),
+                vars: pairs(3, "="),
+            }
         })
         .collect()
 }
@@ -55,22 +64,36 @@ fn shell_eval(value: &str) -> String {
     if !value.contains("$(") {
         return value.to_string();
     }
-    let out = std::process::Command::new("sh").arg("-c").arg(format!("printf '%s' \"{value}\"")).output().expect("sh runs");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf '%s' \"{value}\""))
+        .output()
+        .expect("sh runs");
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// Prepares case `c` under `root`; returns the rewritten job file and its variables.
 fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
     let dir = conformance_dir();
-    let text = std::fs::read_to_string(dir.join("cases").join(&c.path)).expect("case file is readable");
+    let text =
+        std::fs::read_to_string(dir.join("cases").join(&c.path)).expect("case file is readable");
     for (data, target) in &c.setup {
         let target = PathBuf::from(rewrite(target, root));
-        std::fs::create_dir_all(target.parent().expect("target has a parent")).expect("create data dir");
+        std::fs::create_dir_all(target.parent().expect("target has a parent"))
+            .expect("create data dir");
         std::fs::copy(dir.join("data").join(data), &target).expect("copy data file");
     }
-    let job = root.join(Path::new(&c.path).file_name().expect("case has a file name"));
+    let job = root.join(
+        Path::new(&c.path)
+            .file_name()
+            .expect("case has a file name"),
+    );
     std::fs::write(&job, rewrite(&text, root)).expect("write job file");
-    let vars = c.vars.iter().map(|(k, v)| format!("{k}={}", shell_eval(v))).collect();
+    let vars = c
+        .vars
+        .iter()
+        .map(|(k, v)| format!("{k}={}", shell_eval(v)))
+        .collect();
     (job, vars)
 }
 
@@ -96,9 +119,18 @@ fn every_batch_case_passes_on_the_embedded_engine() {
             eprintln!("ok      {}", c.path);
         } else {
             eprintln!("FAILED  {}", c.path);
-            failures.push(format!("{}:\n{}", c.path, String::from_utf8_lossy(&out.stderr)));
+            failures.push(format!(
+                "{}:\n{}",
+                c.path,
+                String::from_utf8_lossy(&out.stderr)
+            ));
         }
     }
     assert!(ran > 0, "no case ran");
-    assert!(failures.is_empty(), "{} of {ran} cases failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -71,7 +71,9 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// Lines in the visible files under `dir` (names starting with `.` or `_` are staging).
 pub fn visible_lines(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else { return out };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
         if name.starts_with('.') || name.starts_with('_') {

@@ -55,7 +55,11 @@ pub struct JobContext {
 
 impl Default for JobContext {
     fn default() -> Self {
-        JobContext { mode: JobMode::Batch, job_id: "local".into(), job_name: "ferry".into() }
+        JobContext {
+            mode: JobMode::Batch,
+            job_id: "local".into(),
+            job_name: "ferry".into(),
+        }
     }
 }
 
@@ -137,7 +141,11 @@ pub trait Source: Send + Sync + Debug {
         true
     }
     /// The enumerator, fresh or restored from a snapshot taken by [`SplitEnumerator::snapshot`].
-    fn create_enumerator(&self, ctx: &EnumeratorContext, restored: Option<Value>) -> Result<Box<dyn SplitEnumerator>>;
+    fn create_enumerator(
+        &self,
+        ctx: &EnumeratorContext,
+        restored: Option<Value>,
+    ) -> Result<Box<dyn SplitEnumerator>>;
     /// A reader; it gets its splits through [`SourceReader::add_splits`].
     fn create_reader(&self, ctx: &ReaderContext) -> Result<Box<dyn SourceReader>>;
 }
@@ -209,7 +217,12 @@ pub trait SinkFactory: Send + Sync {
     /// Every option the sink accepts.
     fn options(&self) -> &'static [OptionSpec];
     /// Reads and validates the options for the given input tables.
-    fn create(&self, options: &mut Options, input: &[TableSchema], job: &JobContext) -> Result<Arc<dyn Sink>>;
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        job: &JobContext,
+    ) -> Result<Arc<dyn Sink>>;
 }
 
 /// A configured sink.
@@ -217,7 +230,11 @@ pub trait Sink: Send + Sync + Debug {
     /// The guarantee it gives when the job checkpoints.
     fn delivery(&self) -> SinkDelivery;
     /// A writer, fresh or restored from [`SinkWriter::snapshot`].
-    fn create_writer(&self, ctx: &WriterContext, restored: Option<Value>) -> Result<Box<dyn SinkWriter>>;
+    fn create_writer(
+        &self,
+        ctx: &WriterContext,
+        restored: Option<Value>,
+    ) -> Result<Box<dyn SinkWriter>>;
     /// The committer that publishes prepared commits, if the sink has one.
     fn create_committer(&self) -> Result<Option<Box<dyn SinkCommitter>>> {
         Ok(None)
@@ -270,7 +287,12 @@ pub trait TransformFactory: Send + Sync {
     fn options(&self) -> &'static [OptionSpec];
     /// Reads the options and checks them against the input tables' schemas, so that
     /// mistakes (an unknown column, a bad query) fail before any data flows.
-    fn create(&self, options: &mut Options, input: &[TableSchema], job: &JobContext) -> Result<Arc<dyn Transform>>;
+    fn create(
+        &self,
+        options: &mut Options,
+        input: &[TableSchema],
+        job: &JobContext,
+    ) -> Result<Arc<dyn Transform>>;
 }
 
 /// A configured transform.

@@ -23,7 +23,12 @@ pub enum RowKind {
 
 impl RowKind {
     /// All kinds, in code order.
-    pub const ALL: [RowKind; 4] = [RowKind::Insert, RowKind::UpdateBefore, RowKind::UpdateAfter, RowKind::Delete];
+    pub const ALL: [RowKind; 4] = [
+        RowKind::Insert,
+        RowKind::UpdateBefore,
+        RowKind::UpdateAfter,
+        RowKind::Delete,
+    ];
 
     /// The short form SeaTunnel prints: `+I`, `-U`, `+U`, `-D`.
     pub fn short(self) -> &'static str {
@@ -48,7 +53,9 @@ impl RowKind {
     /// Parses a job-file name (case-insensitive) or short form.
     pub fn parse(s: &str) -> Option<RowKind> {
         let u = s.trim().to_ascii_uppercase();
-        RowKind::ALL.into_iter().find(|k| k.name() == u || k.short() == u)
+        RowKind::ALL
+            .into_iter()
+            .find(|k| k.name() == u || k.short() == u)
     }
 
     /// The kind with the given code, as stored in a kinds column.
@@ -69,7 +76,10 @@ pub struct TableSchema {
 impl TableSchema {
     /// A table named `name` with `schema`.
     pub fn new(name: impl Into<Arc<str>>, schema: SchemaRef) -> Self {
-        TableSchema { name: name.into(), schema }
+        TableSchema {
+            name: name.into(),
+            schema,
+        }
     }
 }
 
@@ -88,14 +98,23 @@ pub struct ChangeBatch {
 impl ChangeBatch {
     /// An insert-only batch.
     pub fn inserts(table: Arc<str>, data: RecordBatch) -> Self {
-        ChangeBatch { table, data, kinds: None }
+        ChangeBatch {
+            table,
+            data,
+            kinds: None,
+        }
     }
 
     /// A batch with explicit row kinds; kinds that are all inserts are dropped.
     pub fn with_kinds(table: Arc<str>, data: RecordBatch, kinds: UInt8Array) -> Self {
         debug_assert_eq!(kinds.len(), data.num_rows());
-        let all_inserts = kinds.null_count() == 0 && kinds.values().iter().all(|k| *k == RowKind::Insert as u8);
-        ChangeBatch { table, data, kinds: if all_inserts { None } else { Some(kinds) } }
+        let all_inserts =
+            kinds.null_count() == 0 && kinds.values().iter().all(|k| *k == RowKind::Insert as u8);
+        ChangeBatch {
+            table,
+            data,
+            kinds: if all_inserts { None } else { Some(kinds) },
+        }
     }
 
     /// Number of rows.
@@ -113,7 +132,11 @@ impl ChangeBatch {
 
     /// The same rows with new data columns (same row count), keeping table and kinds.
     pub fn with_data(&self, data: RecordBatch) -> Self {
-        ChangeBatch { table: self.table.clone(), data, kinds: self.kinds.clone() }
+        ChangeBatch {
+            table: self.table.clone(),
+            data,
+            kinds: self.kinds.clone(),
+        }
     }
 
     /// Keeps the rows where `mask` is true, in data and kinds alike.
@@ -126,7 +149,11 @@ impl ChangeBatch {
                 f.as_any().downcast_ref::<UInt8Array>().cloned()
             }
         };
-        Ok(ChangeBatch { table: self.table.clone(), data, kinds })
+        Ok(ChangeBatch {
+            table: self.table.clone(),
+            data,
+            kinds,
+        })
     }
 }
 
@@ -147,9 +174,12 @@ mod tests {
     #[test]
     fn filter_keeps_kinds_aligned_with_rows() {
         let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int32, true)]));
-        let data = RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![1, 2, 3]))]).unwrap();
+        let data =
+            RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![1, 2, 3]))]).unwrap();
         let b = ChangeBatch::with_kinds("t".into(), data, UInt8Array::from(vec![0, 3, 2]));
-        let f = b.filter(&BooleanArray::from(vec![false, true, true])).unwrap();
+        let f = b
+            .filter(&BooleanArray::from(vec![false, true, true]))
+            .unwrap();
         assert_eq!(f.num_rows(), 2);
         assert_eq!(f.kind(0), RowKind::Delete);
         assert_eq!(f.kind(1), RowKind::UpdateAfter);
@@ -159,6 +189,10 @@ mod tests {
     fn all_insert_kinds_are_dropped() {
         let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int32, true)]));
         let data = RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![1]))]).unwrap();
-        assert!(ChangeBatch::with_kinds("t".into(), data, UInt8Array::from(vec![0])).kinds.is_none());
+        assert!(
+            ChangeBatch::with_kinds("t".into(), data, UInt8Array::from(vec![0]))
+                .kinds
+                .is_none()
+        );
     }
 }

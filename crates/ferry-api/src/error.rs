@@ -166,7 +166,10 @@ mod tests {
     #[test]
     fn config_error_names_file_line_plugin_option_and_hint() {
         let e = FerryError::Config {
-            location: Location { file: "job.conf".into(), line: Some(7) },
+            location: Location {
+                file: "job.conf".into(),
+                line: Some(7),
+            },
             plugin: Some("source FakeSource".into()),
             option: Some("row.nmu".into()),
             message: "unknown option".into(),
@@ -180,7 +183,10 @@ mod tests {
 
     #[test]
     fn nearest_finds_close_names_only() {
-        assert_eq!(nearest("row.nmu", ["row.num", "split.num"]), Some("row.num"));
+        assert_eq!(
+            nearest("row.nmu", ["row.num", "split.num"]),
+            Some("row.num")
+        );
         assert_eq!(nearest("zzzzzzzz", ["row.num", "split.num"]), None);
     }
 }

@@ -67,17 +67,35 @@ pub struct OptionSpec {
 
 impl OptionSpec {
     /// An optional option.
-    pub const fn optional(name: &'static str, kind: OptionKind, default: Option<&'static str>, description: &'static str) -> Self {
-        OptionSpec { name, kind, required: false, default, description }
+    pub const fn optional(
+        name: &'static str,
+        kind: OptionKind,
+        default: Option<&'static str>,
+        description: &'static str,
+    ) -> Self {
+        OptionSpec {
+            name,
+            kind,
+            required: false,
+            default,
+            description,
+        }
     }
     /// A required option.
     pub const fn required(name: &'static str, kind: OptionKind, description: &'static str) -> Self {
-        OptionSpec { name, kind, required: true, default: None, description }
+        OptionSpec {
+            name,
+            kind,
+            required: true,
+            default: None,
+            description,
+        }
     }
 
     fn matches(&self, key: &str) -> bool {
         if !self.name.contains('*') {
-            return self.name == key || key.starts_with(&format!("{}.", self.name)) && self.kind_allows_children();
+            return self.name == key
+                || key.starts_with(&format!("{}.", self.name)) && self.kind_allows_children();
         }
         let pat: Vec<&str> = self.name.split('.').collect();
         let k: Vec<&str> = key.split('.').collect();
@@ -93,11 +111,36 @@ impl OptionSpec {
 
 /// Options that every plugin accepts; the engine reads them, connectors need not.
 pub const COMMON_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::optional("plugin_output", OptionKind::String, None, "Name of the table this plugin emits (SeaTunnel ≥ 2.3.9)."),
-    OptionSpec::optional("result_table_name", OptionKind::String, None, "Legacy spelling of plugin_output."),
-    OptionSpec::optional("plugin_input", OptionKind::Any, None, "Name(s) of the table(s) this plugin reads (SeaTunnel ≥ 2.3.9)."),
-    OptionSpec::optional("source_table_name", OptionKind::Any, None, "Legacy spelling of plugin_input."),
-    OptionSpec::optional("parallelism", OptionKind::Int, None, "Parallelism of this plugin; defaults to the job's."),
+    OptionSpec::optional(
+        "plugin_output",
+        OptionKind::String,
+        None,
+        "Name of the table this plugin emits (SeaTunnel ≥ 2.3.9).",
+    ),
+    OptionSpec::optional(
+        "result_table_name",
+        OptionKind::String,
+        None,
+        "Legacy spelling of plugin_output.",
+    ),
+    OptionSpec::optional(
+        "plugin_input",
+        OptionKind::Any,
+        None,
+        "Name(s) of the table(s) this plugin reads (SeaTunnel ≥ 2.3.9).",
+    ),
+    OptionSpec::optional(
+        "source_table_name",
+        OptionKind::Any,
+        None,
+        "Legacy spelling of plugin_input.",
+    ),
+    OptionSpec::optional(
+        "parallelism",
+        OptionKind::Int,
+        None,
+        "Parallelism of this plugin; defaults to the job's.",
+    ),
 ];
 
 /// Where a plugin block sits in a job file, for error messages.
@@ -142,20 +185,42 @@ impl PluginLocation {
     /// A configuration error at `path` inside this plugin.
     pub fn error(&self, path: &str, message: impl Into<String>) -> FerryError {
         FerryError::Config {
-            location: Location { file: self.file.clone(), line: self.line_of(path) },
+            location: Location {
+                file: self.file.clone(),
+                line: self.line_of(path),
+            },
             plugin: Some(self.describe()),
-            option: if path.is_empty() { None } else { Some(path.to_string()) },
+            option: if path.is_empty() {
+                None
+            } else {
+                Some(path.to_string())
+            },
             message: message.into(),
             hint: None,
         }
     }
 
     /// Like [`error`](Self::error), with a hint.
-    pub fn error_with_hint(&self, path: &str, message: impl Into<String>, hint: impl Into<String>) -> FerryError {
+    pub fn error_with_hint(
+        &self,
+        path: &str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> FerryError {
         match self.error(path, message) {
-            FerryError::Config { location, plugin, option, message, .. } => {
-                FerryError::Config { location, plugin, option, message, hint: Some(hint.into()) }
-            }
+            FerryError::Config {
+                location,
+                plugin,
+                option,
+                message,
+                ..
+            } => FerryError::Config {
+                location,
+                plugin,
+                option,
+                message,
+                hint: Some(hint.into()),
+            },
             other => other,
         }
     }
@@ -164,9 +229,20 @@ impl PluginLocation {
 /// Whether an option's value is a secret that must never be printed.
 pub fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    ["password", "passwd", "secret", "token", "credential", "private_key", "access_key", "secret_key", "api_key", "apikey"]
-        .iter()
-        .any(|s| k.contains(s))
+    [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "credential",
+        "private_key",
+        "access_key",
+        "secret_key",
+        "api_key",
+        "apikey",
+    ]
+    .iter()
+    .any(|s| k.contains(s))
 }
 
 /// Shows a value in an error message, or `<redacted>` for a secret option.
@@ -195,7 +271,11 @@ pub struct Options {
 impl Options {
     /// Options `values` of the plugin at `location`.
     pub fn new(values: Map<String, Value>, location: PluginLocation) -> Self {
-        Options { values, used: BTreeSet::new(), location }
+        Options {
+            values,
+            used: BTreeSet::new(),
+            location,
+        }
     }
 
     /// Options from a JSON object, with no file position (tests, the Spark workers).
@@ -204,7 +284,13 @@ impl Options {
             Value::Object(m) => m,
             _ => Map::new(),
         };
-        Options::new(values, PluginLocation { plugin: plugin.into(), ..Default::default() })
+        Options::new(
+            values,
+            PluginLocation {
+                plugin: plugin.into(),
+                ..Default::default()
+            },
+        )
     }
 
     /// Where the plugin block is.
@@ -286,7 +372,8 @@ impl Options {
 
     /// A text option that must be set.
     pub fn required_string(&mut self, key: &str) -> Result<String> {
-        self.string(key)?.ok_or_else(|| self.error(key, "is required but not set"))
+        self.string(key)?
+            .ok_or_else(|| self.error(key, "is required but not set"))
     }
 
     /// A whole-number option; text holding a number is accepted.
@@ -295,11 +382,18 @@ impl Options {
             None | Some(Value::Null) => Ok(None),
             Some(v) => {
                 let n = match &v {
-                    Value::Number(n) => n.as_i64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64)),
+                    Value::Number(n) => n
+                        .as_i64()
+                        .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64)),
                     Value::String(s) => s.trim().parse::<i64>().ok(),
                     _ => None,
                 };
-                n.map(Some).ok_or_else(|| self.error(key, format!("expected a whole number, found {}", show(key, &v))))
+                n.map(Some).ok_or_else(|| {
+                    self.error(
+                        key,
+                        format!("expected a whole number, found {}", show(key, &v)),
+                    )
+                })
             }
         }
     }
@@ -323,7 +417,9 @@ impl Options {
                     Value::String(s) => s.trim().parse::<f64>().ok(),
                     _ => None,
                 };
-                n.map(Some).ok_or_else(|| self.error(key, format!("expected a number, found {}", show(key, &v))))
+                n.map(Some).ok_or_else(|| {
+                    self.error(key, format!("expected a number, found {}", show(key, &v)))
+                })
             }
         }
     }
@@ -335,7 +431,10 @@ impl Options {
             Some(Value::Bool(b)) => Ok(Some(b)),
             Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
             Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
-            Some(v) => Err(self.error(key, format!("expected true or false, found {}", show(key, &v)))),
+            Some(v) => Err(self.error(
+                key,
+                format!("expected true or false, found {}", show(key, &v)),
+            )),
         }
     }
 
@@ -349,14 +448,23 @@ impl Options {
                 .map(|v| match v {
                     Value::String(s) => Ok(s.clone()),
                     Value::Number(_) | Value::Bool(_) => Ok(v.to_string()),
-                    other => Err(self.error(key, format!("expected a list of texts, found {}", show(key, other)))),
+                    other => Err(self.error(
+                        key,
+                        format!("expected a list of texts, found {}", show(key, other)),
+                    )),
                 })
                 .collect::<Result<Vec<_>>>()
                 .map(Some),
             Some(Value::String(s)) => {
                 let t = s.trim();
                 if t.starts_with('[') && t.ends_with(']') {
-                    Ok(Some(t[1..t.len() - 1].split(',').map(|p| p.trim().trim_matches('"').to_string()).filter(|p| !p.is_empty()).collect()))
+                    Ok(Some(
+                        t[1..t.len() - 1]
+                            .split(',')
+                            .map(|p| p.trim().trim_matches('"').to_string())
+                            .filter(|p| !p.is_empty())
+                            .collect(),
+                    ))
                 } else {
                     Ok(Some(vec![s]))
                 }
@@ -393,12 +501,19 @@ impl Options {
         match self.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Object(m)) => Ok(Some(m)),
-            Some(v) => Err(self.error(key, format!("expected a block {{ … }}, found {}", show(key, &v)))),
+            Some(v) => Err(self.error(
+                key,
+                format!("expected a block {{ … }}, found {}", show(key, &v)),
+            )),
         }
     }
 
     /// One of `allowed` (case-insensitive); returns the allowed spelling.
-    pub fn enum_value(&mut self, key: &str, allowed: &[&'static str]) -> Result<Option<&'static str>> {
+    pub fn enum_value(
+        &mut self,
+        key: &str,
+        allowed: &[&'static str],
+    ) -> Result<Option<&'static str>> {
         match self.string(key)? {
             None => Ok(None),
             Some(s) => match allowed.iter().find(|a| a.eq_ignore_ascii_case(s.trim())) {
@@ -423,13 +538,22 @@ impl Options {
         let mut leaves = Vec::new();
         collect_leaves(&self.values, "", &mut leaves);
         for leaf in leaves {
-            let used = self.used.iter().any(|u| leaf == *u || leaf.starts_with(&format!("{u}.")));
+            let used = self
+                .used
+                .iter()
+                .any(|u| leaf == *u || leaf.starts_with(&format!("{u}.")));
             let declared = specs.iter().chain(COMMON_OPTIONS).any(|s| s.matches(&leaf));
             if !used && !declared {
                 let names = specs.iter().chain(COMMON_OPTIONS).map(|s| s.name);
                 let hint = match nearest(&leaf, names) {
-                    Some(n) => format!("did you mean '{n}'? `ferry connectors {}` lists the options", self.location.plugin),
-                    None => format!("`ferry connectors {}` lists the options", self.location.plugin),
+                    Some(n) => format!(
+                        "did you mean '{n}'? `ferry connectors {}` lists the options",
+                        self.location.plugin
+                    ),
+                    None => format!(
+                        "`ferry connectors {}` lists the options",
+                        self.location.plugin
+                    ),
                 };
                 return Err(self.location.error_with_hint(&leaf, "unknown option", hint));
             }
@@ -440,7 +564,11 @@ impl Options {
 
 fn collect_leaves(m: &Map<String, Value>, prefix: &str, out: &mut Vec<String>) {
     for (k, v) in m {
-        let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
         match v {
             Value::Object(inner) if !inner.is_empty() => collect_leaves(inner, &path, out),
             _ => out.push(path),
@@ -465,7 +593,13 @@ mod tests {
         lines.insert("row.nmu".to_string(), 12);
         Options::new(
             v.as_object().unwrap().clone(),
-            PluginLocation { file: "job.conf".into(), section: "source".into(), plugin: "FakeSource".into(), line: Some(10), lines: Arc::new(lines) },
+            PluginLocation {
+                file: "job.conf".into(),
+                section: "source".into(),
+                plugin: "FakeSource".into(),
+                line: Some(10),
+                lines: Arc::new(lines),
+            },
         )
     }
 
@@ -485,14 +619,19 @@ mod tests {
 
     #[test]
     fn wildcard_and_object_specs_cover_their_keys() {
-        let o = opts(json!({"int": {"min": 1}, "schema": {"fields": {"a": "int"}}, "path": "/x", "plugin_output": "t"}));
+        let o = opts(
+            json!({"int": {"min": 1}, "schema": {"fields": {"a": "int"}}, "path": "/x", "plugin_output": "t"}),
+        );
         o.finish(SPECS).unwrap();
     }
 
     #[test]
     fn missing_required_option_is_reported() {
         let e = opts(json!({})).finish(SPECS).unwrap_err().to_string();
-        assert_eq!(e, "job.conf:10: source FakeSource: option 'path': is required but not set");
+        assert_eq!(
+            e,
+            "job.conf:10: source FakeSource: option 'path': is required but not set"
+        );
     }
 
     #[test]
@@ -506,13 +645,22 @@ mod tests {
     #[test]
     fn enum_values_list_the_valid_ones() {
         let mut o = opts(json!({"mode": "sometimes"}));
-        let e = o.enum_value("mode", &["range", "template"]).unwrap_err().to_string();
-        assert!(e.ends_with("invalid value 'sometimes' (valid values: range, template)"), "{e}");
+        let e = o
+            .enum_value("mode", &["range", "template"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("invalid value 'sometimes' (valid values: range, template)"),
+            "{e}"
+        );
     }
 
     #[test]
     fn bracketed_text_is_a_list() {
         let mut o = opts(json!({"t": "[abc,def]"}));
-        assert_eq!(o.string_list("t").unwrap(), Some(vec!["abc".to_string(), "def".to_string()]));
+        assert_eq!(
+            o.string_list("t").unwrap(),
+            Some(vec!["abc".to_string(), "def".to_string()])
+        );
     }
 }

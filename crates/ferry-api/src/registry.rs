@@ -21,17 +21,20 @@ impl Registry {
     }
     /// Adds a source.
     pub fn source(mut self, f: impl SourceFactory + 'static) -> Self {
-        self.sources.insert(f.name().to_ascii_lowercase(), Arc::new(f));
+        self.sources
+            .insert(f.name().to_ascii_lowercase(), Arc::new(f));
         self
     }
     /// Adds a sink.
     pub fn sink(mut self, f: impl SinkFactory + 'static) -> Self {
-        self.sinks.insert(f.name().to_ascii_lowercase(), Arc::new(f));
+        self.sinks
+            .insert(f.name().to_ascii_lowercase(), Arc::new(f));
         self
     }
     /// Adds a transform.
     pub fn transform(mut self, f: impl TransformFactory + 'static) -> Self {
-        self.transforms.insert(f.name().to_ascii_lowercase(), Arc::new(f));
+        self.transforms
+            .insert(f.name().to_ascii_lowercase(), Arc::new(f));
         self
     }
     /// The source named `name` (any case).

@@ -46,8 +46,23 @@ impl std::fmt::Display for TypeError {
 
 /// The names accepted for scalar types, for error hints.
 pub const SCALAR_TYPE_NAMES: &[&str] = &[
-    "string", "boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal(p, s)",
-    "bytes", "date", "time", "timestamp", "timestamp_tz", "null", "array<T>", "map<K, V>",
+    "string",
+    "boolean",
+    "tinyint",
+    "smallint",
+    "int",
+    "bigint",
+    "float",
+    "double",
+    "decimal(p, s)",
+    "bytes",
+    "date",
+    "time",
+    "timestamp",
+    "timestamp_tz",
+    "null",
+    "array<T>",
+    "map<K, V>",
 ];
 
 /// Parses a SeaTunnel type as written in a job file: a string such as `"decimal(30, 8)"`
@@ -58,7 +73,8 @@ pub fn parse_type_value(v: &Value) -> Result<DataType, TypeError> {
         Value::Object(map) => {
             let mut fields = Vec::with_capacity(map.len());
             for (name, t) in map {
-                let dt = parse_type_value(t).map_err(|e| TypeError(format!("field '{name}': {e}")))?;
+                let dt =
+                    parse_type_value(t).map_err(|e| TypeError(format!("field '{name}': {e}")))?;
                 fields.push(Field::new(name, dt, true));
             }
             Ok(DataType::Struct(Fields::from(fields)))
@@ -70,7 +86,11 @@ pub fn parse_type_value(v: &Value) -> Result<DataType, TypeError> {
 
 /// Parses a SeaTunnel type name (case-insensitive).
 pub fn parse_type(s: &str) -> Result<DataType, TypeError> {
-    let mut p = TypeParser { s: s.as_bytes(), pos: 0, src: s };
+    let mut p = TypeParser {
+        s: s.as_bytes(),
+        pos: 0,
+        src: s,
+    };
     let t = p.parse()?;
     p.skip_ws();
     if p.pos != p.s.len() {
@@ -87,7 +107,11 @@ struct TypeParser<'a> {
 
 impl TypeParser<'_> {
     fn err(&self, what: &str) -> TypeError {
-        TypeError(format!("invalid type '{}': {what} at character {}", self.src, self.pos + 1))
+        TypeError(format!(
+            "invalid type '{}': {what} at character {}",
+            self.src,
+            self.pos + 1
+        ))
     }
     fn skip_ws(&mut self) {
         while self.pos < self.s.len() && self.s[self.pos].is_ascii_whitespace() {
@@ -113,7 +137,9 @@ impl TypeParser<'_> {
     fn word(&mut self) -> String {
         self.skip_ws();
         let start = self.pos;
-        while self.pos < self.s.len() && (self.s[self.pos].is_ascii_alphanumeric() || self.s[self.pos] == b'_') {
+        while self.pos < self.s.len()
+            && (self.s[self.pos].is_ascii_alphanumeric() || self.s[self.pos] == b'_')
+        {
             self.pos += 1;
         }
         self.src[start..self.pos].to_string()
@@ -152,7 +178,11 @@ impl TypeParser<'_> {
                 if !(self.eat(b'=') || self.eat(b':')) {
                     return Err(self.err("expected '=' after the field name"));
                 }
-                let dt = if self.peek_quote() { self.quoted_type()? } else { self.parse()? };
+                let dt = if self.peek_quote() {
+                    self.quoted_type()?
+                } else {
+                    self.parse()?
+                };
                 fields.push(Field::new(name, dt, true));
                 self.eat(b',');
             }
@@ -185,7 +215,8 @@ impl TypeParser<'_> {
                     (38, 18)
                 };
                 if p == 0 || p > 38 || s > p {
-                    return Err(self.err("decimal precision must be 1..=38 and scale at most the precision"));
+                    return Err(self
+                        .err("decimal precision must be 1..=38 and scale at most the precision"));
                 }
                 DataType::Decimal128(p as u8, s as i8)
             }
@@ -229,7 +260,10 @@ pub fn map_type(key: DataType, value: DataType) -> DataType {
     DataType::Map(
         Arc::new(Field::new(
             "entries",
-            DataType::Struct(Fields::from(vec![Field::new("key", key, false), Field::new("value", value, true)])),
+            DataType::Struct(Fields::from(vec![
+                Field::new("key", key, false),
+                Field::new("value", value, true),
+            ])),
             false,
         )),
         false,
@@ -254,16 +288,24 @@ pub fn type_name(dt: &DataType) -> String {
         DataType::Timestamp(_, None) => "timestamp".into(),
         DataType::Timestamp(_, Some(_)) => "timestamp_tz".into(),
         DataType::Null => "null".into(),
-        DataType::List(f) | DataType::LargeList(f) => format!("array<{}>", type_name(f.data_type())),
+        DataType::List(f) | DataType::LargeList(f) => {
+            format!("array<{}>", type_name(f.data_type()))
+        }
         DataType::Map(entries, _) => match entries.data_type() {
             DataType::Struct(kv) if kv.len() == 2 => {
-                format!("map<{}, {}>", type_name(kv[0].data_type()), type_name(kv[1].data_type()))
+                format!(
+                    "map<{}, {}>",
+                    type_name(kv[0].data_type()),
+                    type_name(kv[1].data_type())
+                )
             }
             other => format!("{other}"),
         },
         DataType::Struct(fields) => {
-            let inner: Vec<String> =
-                fields.iter().map(|f| format!("{} = {}", f.name(), type_name(f.data_type()))).collect();
+            let inner: Vec<String> = fields
+                .iter()
+                .map(|f| format!("{} = {}", f.name(), type_name(f.data_type())))
+                .collect();
             format!("{{{}}}", inner.join(", "))
         }
         other => format!("{other}"),
@@ -277,7 +319,10 @@ pub fn same_type(a: &DataType, b: &DataType) -> bool {
         (DataType::List(x), DataType::List(y)) => same_type(x.data_type(), y.data_type()),
         (DataType::Map(x, _), DataType::Map(y, _)) => same_type(x.data_type(), y.data_type()),
         (DataType::Struct(x), DataType::Struct(y)) => {
-            x.len() == y.len() && x.iter().zip(y.iter()).all(|(f, g)| same_type(f.data_type(), g.data_type()))
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y.iter())
+                    .all(|(f, g)| same_type(f.data_type(), g.data_type()))
         }
         _ => type_name(a) == type_name(b),
     }
@@ -328,7 +373,10 @@ mod tests {
     #[test]
     fn type_names_are_case_insensitive() {
         assert_eq!(parse_type("STRING").unwrap(), DataType::Utf8);
-        assert_eq!(parse_type("Decimal(10,2)").unwrap(), DataType::Decimal128(10, 2));
+        assert_eq!(
+            parse_type("Decimal(10,2)").unwrap(),
+            DataType::Decimal128(10, 2)
+        );
     }
 
     #[test]
@@ -345,6 +393,9 @@ mod tests {
     fn nested_rows_from_objects() {
         let v: Value = serde_json::json!({"c_row": {"c_int": "int", "inner": {"x": "string"}}});
         let s = schema_from_fields(v.as_object().unwrap()).unwrap();
-        assert_eq!(type_name(s.field(0).data_type()), "{c_int = int, inner = {x = string}}");
+        assert_eq!(
+            type_name(s.field(0).data_type()),
+            "{c_int = int, inner = {x = string}}"
+        );
     }
 }

@@ -28,7 +28,9 @@ pub fn parse_date(s: &str) -> Option<i32> {
 /// Microseconds since midnight of a `HH:mm[:ss[.SSS…]]` time.
 pub fn parse_time(s: &str) -> Option<i64> {
     let s = s.trim();
-    let t = NaiveTime::parse_from_str(s, "%H:%M:%S%.f").or_else(|_| NaiveTime::parse_from_str(s, "%H:%M")).ok()?;
+    let t = NaiveTime::parse_from_str(s, "%H:%M:%S%.f")
+        .or_else(|_| NaiveTime::parse_from_str(s, "%H:%M"))
+        .ok()?;
     Some(t.num_seconds_from_midnight() as i64 * 1_000_000 + (t.nanosecond() / 1000) as i64)
 }
 
@@ -43,7 +45,11 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
         .or_else(|_| NaiveDateTime::parse_from_str(s, "%Y/%m/%d %H:%M:%S"))
         .or_else(|_| NaiveDateTime::parse_from_str(s, "%Y%m%d%H%M%S"))
         .ok()
-        .or_else(|| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok().and_then(|d| d.and_hms_opt(0, 0, 0)))?;
+        .or_else(|| {
+            NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                .ok()
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+        })?;
     Some(dt.and_utc().timestamp_micros())
 }
 
@@ -66,7 +72,9 @@ pub fn parse_decimal(s: &str, scale: i8) -> Option<i128> {
     if int_part.is_empty() && frac_part.is_empty() {
         return None;
     }
-    if !int_part.bytes().all(|b| b.is_ascii_digit()) || !frac_part.bytes().all(|b| b.is_ascii_digit()) {
+    if !int_part.bytes().all(|b| b.is_ascii_digit())
+        || !frac_part.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     let scale = scale.max(0) as usize;
@@ -93,14 +101,20 @@ pub fn format_decimal(v: i128, scale: i8) -> String {
     let neg = v < 0;
     let digits = v.unsigned_abs().to_string();
     let scale = scale as usize;
-    let padded = if digits.len() <= scale { format!("{}{}", "0".repeat(scale - digits.len() + 1), digits) } else { digits };
+    let padded = if digits.len() <= scale {
+        format!("{}{}", "0".repeat(scale - digits.len() + 1), digits)
+    } else {
+        digits
+    };
     let (i, f) = padded.split_at(padded.len() - scale);
     format!("{}{}.{}", if neg { "-" } else { "" }, i, f)
 }
 
 /// `yyyy-MM-dd` text of days since the epoch.
 pub fn format_date(days: i32) -> String {
-    NaiveDate::from_num_days_from_ce_opt(days + UNIX_EPOCH_DAY).map(|d| d.to_string()).unwrap_or_else(|| days.to_string())
+    NaiveDate::from_num_days_from_ce_opt(days + UNIX_EPOCH_DAY)
+        .map(|d| d.to_string())
+        .unwrap_or_else(|| days.to_string())
 }
 
 /// `HH:mm:ss[.ffffff]` text of microseconds since midnight.
@@ -118,7 +132,9 @@ pub fn format_time(micros: i64) -> String {
 /// `yyyy-MM-ddTHH:mm:ss[.ffffff]` text of microseconds since the epoch.
 pub fn format_timestamp(micros: i64) -> String {
     match chrono::DateTime::from_timestamp_micros(micros) {
-        Some(dt) if micros.rem_euclid(1_000_000) == 0 => dt.naive_utc().format("%Y-%m-%dT%H:%M:%S").to_string(),
+        Some(dt) if micros.rem_euclid(1_000_000) == 0 => {
+            dt.naive_utc().format("%Y-%m-%dT%H:%M:%S").to_string()
+        }
         Some(dt) => dt.naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string(),
         None => micros.to_string(),
     }
@@ -134,7 +150,10 @@ fn text_of(v: &Value) -> Option<String> {
 }
 
 fn mismatch(v: &Value, dt: &DataType) -> String {
-    format!("value {v} does not fit type {}", crate::types::type_name(dt))
+    format!(
+        "value {v} does not fit type {}",
+        crate::types::type_name(dt)
+    )
 }
 
 /// Builds an Arrow array of type `dt` from JSON values; `null` gives a null.
@@ -147,7 +166,15 @@ pub fn json_to_array(values: &[&Value], dt: &DataType) -> Result<ArrayRef, Strin
                     Value::Null => None,
                     other => Some(
                         text_of(other)
-                            .and_then(|s| s.trim().parse::<$t>().ok().or_else(|| s.trim().parse::<f64>().ok().filter(|f| f.fract() == 0.0).map(|f| f as $t)))
+                            .and_then(|s| {
+                                s.trim().parse::<$t>().ok().or_else(|| {
+                                    s.trim()
+                                        .parse::<f64>()
+                                        .ok()
+                                        .filter(|f| f.fract() == 0.0)
+                                        .map(|f| f as $t)
+                                })
+                            })
                             .ok_or_else(|| mismatch(other, dt))?,
                     ),
                 });
@@ -161,7 +188,11 @@ pub fn json_to_array(values: &[&Value], dt: &DataType) -> Result<ArrayRef, Strin
             for v in values {
                 out.push(match v {
                     Value::Null => None,
-                    other => Some(text_of(other).and_then(|s| s.trim().parse::<$t>().ok()).ok_or_else(|| mismatch(other, dt))?),
+                    other => Some(
+                        text_of(other)
+                            .and_then(|s| s.trim().parse::<$t>().ok())
+                            .ok_or_else(|| mismatch(other, dt))?,
+                    ),
                 });
             }
             Arc::new(<$arr>::from(out)) as ArrayRef
@@ -173,7 +204,11 @@ pub fn json_to_array(values: &[&Value], dt: &DataType) -> Result<ArrayRef, Strin
             for v in values {
                 out.push(match v {
                     Value::Null => None,
-                    other => Some(text_of(other).and_then(|s| $f(&s)).ok_or_else(|| mismatch(other, dt))?),
+                    other => Some(
+                        text_of(other)
+                            .and_then(|s| $f(&s))
+                            .ok_or_else(|| mismatch(other, dt))?,
+                    ),
                 });
             }
             out
@@ -212,22 +247,34 @@ pub fn json_to_array(values: &[&Value], dt: &DataType) -> Result<ArrayRef, Strin
             Arc::new(StringArray::from(out))
         }
         DataType::Binary => {
-            let out = parsed!(BinaryArray, |s: &str| base64::engine::general_purpose::STANDARD
-                .decode(s)
-                .ok()
-                .or_else(|| Some(s.as_bytes().to_vec())));
+            let out = parsed!(BinaryArray, |s: &str| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(s)
+                    .ok()
+                    .or_else(|| Some(s.as_bytes().to_vec()))
+            });
             Arc::new(BinaryArray::from_iter(out))
         }
         DataType::Date32 => Arc::new(Date32Array::from(parsed!(Date32Array, parse_date))),
-        DataType::Time64(TimeUnit::Microsecond) => Arc::new(Time64MicrosecondArray::from(parsed!(Time64MicrosecondArray, parse_time))),
+        DataType::Time64(TimeUnit::Microsecond) => Arc::new(Time64MicrosecondArray::from(parsed!(
+            Time64MicrosecondArray,
+            parse_time
+        ))),
         DataType::Timestamp(TimeUnit::Microsecond, tz) => {
-            let a = TimestampMicrosecondArray::from(parsed!(TimestampMicrosecondArray, parse_timestamp));
+            let a = TimestampMicrosecondArray::from(parsed!(
+                TimestampMicrosecondArray,
+                parse_timestamp
+            ));
             Arc::new(a.with_timezone_opt(tz.clone()))
         }
         DataType::Decimal128(p, s) => {
             let scale = *s;
             let out = parsed!(Decimal128Array, |t: &str| parse_decimal(t, scale));
-            Arc::new(Decimal128Array::from(out).with_precision_and_scale(*p, *s).map_err(|e| e.to_string())?)
+            Arc::new(
+                Decimal128Array::from(out)
+                    .with_precision_and_scale(*p, *s)
+                    .map_err(|e| e.to_string())?,
+            )
         }
         DataType::List(item) => {
             let mut offsets = Vec::with_capacity(values.len() + 1);
@@ -246,10 +293,20 @@ pub fn json_to_array(values: &[&Value], dt: &DataType) -> Result<ArrayRef, Strin
                 offsets.push(children.len() as i32);
             }
             let child = json_to_array(&children, item.data_type())?;
-            Arc::new(ListArray::try_new(item.clone(), OffsetBuffer::new(offsets.into()), child, Some(NullBuffer::from(valid))).map_err(|e| e.to_string())?)
+            Arc::new(
+                ListArray::try_new(
+                    item.clone(),
+                    OffsetBuffer::new(offsets.into()),
+                    child,
+                    Some(NullBuffer::from(valid)),
+                )
+                .map_err(|e| e.to_string())?,
+            )
         }
         DataType::Map(entries, sorted) => {
-            let DataType::Struct(kv) = entries.data_type() else { return Err(format!("unsupported map type {dt}")) };
+            let DataType::Struct(kv) = entries.data_type() else {
+                return Err(format!("unsupported map type {dt}"));
+            };
             let mut offsets = Vec::with_capacity(values.len() + 1);
             offsets.push(0i32);
             let mut keys: Vec<Value> = Vec::new();
@@ -272,8 +329,18 @@ pub fn json_to_array(values: &[&Value], dt: &DataType) -> Result<ArrayRef, Strin
             let key_refs: Vec<&Value> = keys.iter().collect();
             let k = json_to_array(&key_refs, kv[0].data_type())?;
             let val = json_to_array(&vals, kv[1].data_type())?;
-            let st = StructArray::try_new(kv.clone(), vec![k, val], None).map_err(|e| e.to_string())?;
-            Arc::new(MapArray::try_new(entries.clone(), OffsetBuffer::new(offsets.into()), st, Some(NullBuffer::from(valid)), *sorted).map_err(|e| e.to_string())?)
+            let st =
+                StructArray::try_new(kv.clone(), vec![k, val], None).map_err(|e| e.to_string())?;
+            Arc::new(
+                MapArray::try_new(
+                    entries.clone(),
+                    OffsetBuffer::new(offsets.into()),
+                    st,
+                    Some(NullBuffer::from(valid)),
+                    *sorted,
+                )
+                .map_err(|e| e.to_string())?,
+            )
         }
         DataType::Struct(fields) => struct_from_json(values, fields)?,
         other => return Err(format!("unsupported type {other}")),
@@ -293,7 +360,11 @@ fn struct_from_json(values: &[&Value], fields: &Fields) -> Result<ArrayRef, Stri
             }
             Value::Array(items) => {
                 if items.len() != fields.len() {
-                    return Err(format!("a row of {} fields was given {} values: {v}", fields.len(), items.len()));
+                    return Err(format!(
+                        "a row of {} fields was given {} values: {v}",
+                        fields.len(),
+                        items.len()
+                    ));
                 }
                 valid.push(true);
                 for (c, item) in columns.iter_mut().zip(items) {
@@ -312,14 +383,23 @@ fn struct_from_json(values: &[&Value], fields: &Fields) -> Result<ArrayRef, Stri
     let arrays = columns
         .iter()
         .zip(fields.iter())
-        .map(|(c, f)| json_to_array(c, f.data_type()).map_err(|e| format!("field '{}': {e}", f.name())))
+        .map(|(c, f)| {
+            json_to_array(c, f.data_type()).map_err(|e| format!("field '{}': {e}", f.name()))
+        })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Arc::new(StructArray::try_new(fields.clone(), arrays, Some(NullBuffer::from(valid))).map_err(|e| e.to_string())?))
+    Ok(Arc::new(
+        StructArray::try_new(fields.clone(), arrays, Some(NullBuffer::from(valid)))
+            .map_err(|e| e.to_string())?,
+    ))
 }
 
 /// A field of a JSON object by name, exact first, then ignoring case.
 pub fn object_field<'a>(m: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    m.get(name).or_else(|| m.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v))
+    m.get(name).or_else(|| {
+        m.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
+    })
 }
 
 /// How [`array_value_to_json`] writes a nested row.
@@ -332,7 +412,9 @@ pub enum RowStyle {
 }
 
 fn number_from_text(s: String) -> Value {
-    s.parse::<Number>().map(Value::Number).unwrap_or(Value::String(s))
+    s.parse::<Number>()
+        .map(Value::Number)
+        .unwrap_or(Value::String(s))
 }
 
 /// The JSON form of row `i` of `array` (the inverse of [`json_to_array`]).
@@ -357,23 +439,56 @@ pub fn array_value_to_json(array: &dyn Array, i: usize, style: RowStyle) -> Valu
         DataType::UInt32 => prim!(UInt32Array),
         DataType::UInt64 => prim!(UInt64Array),
         // Shortest text that reads back as the same float, as Java prints it.
-        DataType::Float32 => number_from_text(array.as_primitive::<arrow::datatypes::Float32Type>().value(i).to_string()),
-        DataType::Float64 => number_from_text(array.as_primitive::<arrow::datatypes::Float64Type>().value(i).to_string()),
+        DataType::Float32 => number_from_text(
+            array
+                .as_primitive::<arrow::datatypes::Float32Type>()
+                .value(i)
+                .to_string(),
+        ),
+        DataType::Float64 => number_from_text(
+            array
+                .as_primitive::<arrow::datatypes::Float64Type>()
+                .value(i)
+                .to_string(),
+        ),
         DataType::Utf8 => Value::String(array.as_string::<i32>().value(i).to_string()),
         DataType::LargeUtf8 => Value::String(array.as_string::<i64>().value(i).to_string()),
         DataType::Utf8View => Value::String(array.as_string_view().value(i).to_string()),
-        DataType::Binary => Value::String(base64::engine::general_purpose::STANDARD.encode(array.as_binary::<i32>().value(i))),
-        DataType::LargeBinary => Value::String(base64::engine::general_purpose::STANDARD.encode(array.as_binary::<i64>().value(i))),
-        DataType::Decimal128(_, s) => number_from_text(format_decimal(array.as_primitive::<arrow::datatypes::Decimal128Type>().value(i), *s)),
-        DataType::Date32 => Value::String(format_date(array.as_primitive::<arrow::datatypes::Date32Type>().value(i))),
-        DataType::Time64(TimeUnit::Microsecond) => Value::String(format_time(array.as_primitive::<arrow::datatypes::Time64MicrosecondType>().value(i))),
-        DataType::Timestamp(TimeUnit::Microsecond, _) => {
-            Value::String(format_timestamp(array.as_primitive::<arrow::datatypes::TimestampMicrosecondType>().value(i)))
-        }
+        DataType::Binary => Value::String(
+            base64::engine::general_purpose::STANDARD.encode(array.as_binary::<i32>().value(i)),
+        ),
+        DataType::LargeBinary => Value::String(
+            base64::engine::general_purpose::STANDARD.encode(array.as_binary::<i64>().value(i)),
+        ),
+        DataType::Decimal128(_, s) => number_from_text(format_decimal(
+            array
+                .as_primitive::<arrow::datatypes::Decimal128Type>()
+                .value(i),
+            *s,
+        )),
+        DataType::Date32 => Value::String(format_date(
+            array
+                .as_primitive::<arrow::datatypes::Date32Type>()
+                .value(i),
+        )),
+        DataType::Time64(TimeUnit::Microsecond) => Value::String(format_time(
+            array
+                .as_primitive::<arrow::datatypes::Time64MicrosecondType>()
+                .value(i),
+        )),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => Value::String(format_timestamp(
+            array
+                .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                .value(i),
+        )),
         DataType::List(_) => {
             let l = array.as_list::<i32>();
             let child = l.value(i);
-            Value::Array((0..child.len()).map(|j| array_value_to_json(child.as_ref(), j, style)).collect())
+            Value::Array(
+                (0..child.len())
+                    .map(|j| array_value_to_json(child.as_ref(), j, style))
+                    .collect(),
+            )
         }
         DataType::Map(_, _) => {
             let m = array.as_map();
@@ -393,9 +508,18 @@ pub fn array_value_to_json(array: &dyn Array, i: usize, style: RowStyle) -> Valu
         DataType::Struct(fields) => {
             let s = array.as_struct();
             match style {
-                RowStyle::Positional => Value::Array(s.columns().iter().map(|c| array_value_to_json(c.as_ref(), i, style)).collect()),
+                RowStyle::Positional => Value::Array(
+                    s.columns()
+                        .iter()
+                        .map(|c| array_value_to_json(c.as_ref(), i, style))
+                        .collect(),
+                ),
                 RowStyle::Named => Value::Object(
-                    fields.iter().zip(s.columns()).map(|(f, c)| (f.name().clone(), array_value_to_json(c.as_ref(), i, style))).collect(),
+                    fields
+                        .iter()
+                        .zip(s.columns())
+                        .map(|(f, c)| (f.name().clone(), array_value_to_json(c.as_ref(), i, style)))
+                        .collect(),
                 ),
             }
         }
@@ -421,7 +545,11 @@ mod tests {
         let dt = parse_type(t).unwrap();
         let a = json_to_array(&[&v, &Value::Null], &dt).unwrap();
         assert_eq!(a.data_type(), &dt);
-        assert_eq!(array_value_to_json(a.as_ref(), 0, RowStyle::Positional), v, "{t}");
+        assert_eq!(
+            array_value_to_json(a.as_ref(), 0, RowStyle::Positional),
+            v,
+            "{t}"
+        );
         assert!(a.is_null(1));
     }
 
@@ -442,7 +570,10 @@ mod tests {
         round_trip("bytes", json!("bWlJWmo="));
         round_trip("array<int>", json!([0, 1, 2]));
         round_trip("map<date, string>", json!({"2024-01-26": "v0"}));
-        round_trip("map<string, {c_int = int, c_string = string}>", json!({"k1": [123, "BBB-BB"]}));
+        round_trip(
+            "map<string, {c_int = int, c_string = string}>",
+            json!({"k1": [123, "BBB-BB"]}),
+        );
         round_trip("{a = int, b = array<string>}", json!([1, ["x", null]]));
     }
 
@@ -462,7 +593,13 @@ mod tests {
 
     #[test]
     fn timestamps_accept_t_or_space() {
-        assert_eq!(parse_timestamp("2023-05-08 16:08:51"), parse_timestamp("2023-05-08T16:08:51"));
-        assert_eq!(format_timestamp(parse_timestamp("2022-01-26T17:39:00.5").unwrap()), "2022-01-26T17:39:00.500000");
+        assert_eq!(
+            parse_timestamp("2023-05-08 16:08:51"),
+            parse_timestamp("2023-05-08T16:08:51")
+        );
+        assert_eq!(
+            format_timestamp(parse_timestamp("2022-01-26T17:39:00.5").unwrap()),
+            "2022-01-26T17:39:00.500000"
+        );
     }
 }

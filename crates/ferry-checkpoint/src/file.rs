@@ -92,16 +92,26 @@ impl FileStore {
     /// must be intact.
     pub fn open(dir: &Path, job_id: &str, fingerprint: &str, retained: usize) -> Result<Self> {
         if job_id.is_empty() || job_id.contains(['/', '\\']) || job_id.starts_with('.') {
-            return Err(FerryError::config(format!("invalid job id '{job_id}': use letters, digits, '-' and '_'")));
+            return Err(FerryError::config(format!(
+                "invalid job id '{job_id}': use letters, digits, '-' and '_'"
+            )));
         }
         let root = dir.join(job_id);
         for sub in ["offsets", "commits", "sources"] {
-            fs::create_dir_all(root.join(sub)).map_err(|e| FerryError::io("checkpoint", root.join(sub).display(), e))?;
+            fs::create_dir_all(root.join(sub))
+                .map_err(|e| FerryError::io("checkpoint", root.join(sub).display(), e))?;
         }
-        let store = FileStore { root, retained: retained.max(1) };
+        let store = FileStore {
+            root,
+            retained: retained.max(1),
+        };
         let meta = store.root.join("metadata");
         if !meta.exists() {
-            let m = Metadata { id: job_id.to_string(), fingerprint: fingerprint.to_string(), format: FORMAT_VERSION };
+            let m = Metadata {
+                id: job_id.to_string(),
+                fingerprint: fingerprint.to_string(),
+                format: FORMAT_VERSION,
+            };
             write_atomic(&meta, &to_json(&m)?)?;
         }
         Ok(store)
@@ -116,7 +126,14 @@ impl FileStore {
     pub fn fingerprint(&self) -> Result<String> {
         let m: Metadata = read_checked(&self.root.join("metadata"))?;
         if m.format != FORMAT_VERSION {
-            return Err(FerryError::external("checkpoint", format!("{}: format version {} is not supported", self.root.join("metadata").display(), m.format)));
+            return Err(FerryError::external(
+                "checkpoint",
+                format!(
+                    "{}: format version {} is not supported",
+                    self.root.join("metadata").display(),
+                    m.format
+                ),
+            ));
         }
         Ok(m.fingerprint)
     }
@@ -133,7 +150,11 @@ impl FileStore {
 
     fn ids(&self, sub: &str) -> Vec<u64> {
         let mut ids: Vec<u64> = fs::read_dir(self.root.join(sub))
-            .map(|rd| rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect())
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+                    .collect()
+            })
             .unwrap_or_default();
         ids.sort_unstable();
         ids
@@ -142,19 +163,36 @@ impl FileStore {
     fn load(&self, id: u64) -> Result<CheckpointData> {
         let offsets: Offsets = read_checked(&self.root.join("offsets").join(id.to_string()))?;
         let mut sources = Vec::new();
-        for (s, (enumerator, readers)) in offsets.enumerators.into_iter().zip(offsets.readers).enumerate() {
+        for (s, (enumerator, readers)) in offsets
+            .enumerators
+            .into_iter()
+            .zip(offsets.readers)
+            .enumerate()
+        {
             let mut splits = Vec::with_capacity(readers);
             for r in 0..readers {
                 let p = self.reader_path(s, id, r);
                 splits.push(read_checked::<Vec<Split>>(&p)?);
             }
-            sources.push(SourceState { enumerator, readers: splits });
+            sources.push(SourceState {
+                enumerator,
+                readers: splits,
+            });
         }
-        Ok(CheckpointData { id, fingerprint: offsets.fingerprint, sources, sinks: offsets.sinks })
+        Ok(CheckpointData {
+            id,
+            fingerprint: offsets.fingerprint,
+            sources,
+            sinks: offsets.sinks,
+        })
     }
 
     fn reader_path(&self, source: usize, id: u64, reader: usize) -> PathBuf {
-        self.root.join("sources").join(source.to_string()).join(id.to_string()).join(reader.to_string())
+        self.root
+            .join("sources")
+            .join(source.to_string())
+            .join(id.to_string())
+            .join(reader.to_string())
     }
 
     fn prune(&self) {
@@ -185,7 +223,8 @@ impl CheckpointStore for FileStore {
             for (r, splits) in src.readers.iter().enumerate() {
                 let p = self.reader_path(s, data.id, r);
                 if let Some(parent) = p.parent() {
-                    fs::create_dir_all(parent).map_err(|e| FerryError::io("checkpoint", parent.display(), e))?;
+                    fs::create_dir_all(parent)
+                        .map_err(|e| FerryError::io("checkpoint", parent.display(), e))?;
                 }
                 write_atomic(&p, &to_json(splits)?)?;
             }
@@ -197,11 +236,17 @@ impl CheckpointStore for FileStore {
             readers: data.sources.iter().map(|s| s.readers.len()).collect(),
             sinks: data.sinks.clone(),
         };
-        write_atomic(&self.root.join("offsets").join(data.id.to_string()), &to_json(&offsets)?)
+        write_atomic(
+            &self.root.join("offsets").join(data.id.to_string()),
+            &to_json(&offsets)?,
+        )
     }
 
     fn mark_committed(&mut self, id: u64) -> Result<()> {
-        write_atomic(&self.root.join("commits").join(id.to_string()), &to_json(&serde_json::json!({ "id": id }))?)?;
+        write_atomic(
+            &self.root.join("commits").join(id.to_string()),
+            &to_json(&serde_json::json!({ "id": id }))?,
+        )?;
         self.prune();
         Ok(())
     }
@@ -219,12 +264,15 @@ impl CheckpointStore for FileStore {
 }
 
 fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
-    serde_json::to_vec(v).map_err(|e| FerryError::internal(format!("cannot encode checkpoint: {e}")))
+    serde_json::to_vec(v)
+        .map_err(|e| FerryError::internal(format!("cannot encode checkpoint: {e}")))
 }
 
 /// Writes `body` plus a CRC trailer to `path` atomically and durably.
 pub fn write_atomic(path: &Path, body: &[u8]) -> Result<()> {
-    let dir = path.parent().ok_or_else(|| FerryError::internal(format!("{} has no directory", path.display())))?;
+    let dir = path
+        .parent()
+        .ok_or_else(|| FerryError::internal(format!("{} has no directory", path.display())))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp"));
     let io = |e| FerryError::io("checkpoint", tmp.display(), e);
@@ -243,11 +291,16 @@ pub fn write_atomic(path: &Path, body: &[u8]) -> Result<()> {
 /// Reads a file written by [`write_atomic`], verifying its checksum.
 pub fn read_checked<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     let bytes = fs::read(path).map_err(|e| FerryError::io("checkpoint", path.display(), e))?;
-    let corrupt = |why: &str| FerryError::external("checkpoint", format!("{}: corrupt ({why})", path.display()));
+    let corrupt = |why: &str| {
+        FerryError::external("checkpoint", format!("{}: corrupt ({why})", path.display()))
+    };
     let text = std::str::from_utf8(&bytes).map_err(|_| corrupt("not UTF-8"))?;
-    let at = text.rfind(TRAILER).ok_or_else(|| corrupt("no checksum; truncated?"))?;
+    let at = text
+        .rfind(TRAILER)
+        .ok_or_else(|| corrupt("no checksum; truncated?"))?;
     let (body, trailer) = text.split_at(at);
-    let crc = u32::from_str_radix(trailer[TRAILER.len()..].trim(), 16).map_err(|_| corrupt("unreadable checksum"))?;
+    let crc = u32::from_str_radix(trailer[TRAILER.len()..].trim(), 16)
+        .map_err(|_| corrupt("unreadable checksum"))?;
     if crc32fast::hash(body.as_bytes()) != crc {
         return Err(corrupt("checksum mismatch"));
     }
@@ -263,8 +316,20 @@ mod tests {
         CheckpointData {
             id,
             fingerprint: "f".into(),
-            sources: vec![SourceState { enumerator: json!({"pending": []}), readers: vec![vec![Split { id: "s0".into(), state: json!(id) }], vec![]] }],
-            sinks: vec![SinkState { writers: vec![Some(json!({"w": id}))], commits: vec![json!({"file": id})] }],
+            sources: vec![SourceState {
+                enumerator: json!({"pending": []}),
+                readers: vec![
+                    vec![Split {
+                        id: "s0".into(),
+                        state: json!(id),
+                    }],
+                    vec![],
+                ],
+            }],
+            sinks: vec![SinkState {
+                writers: vec![Some(json!({"w": id}))],
+                commits: vec![json!({"file": id})],
+            }],
         }
     }
 

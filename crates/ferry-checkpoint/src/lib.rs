@@ -58,6 +58,8 @@ impl CheckpointStore for MemoryStore {
 /// watches for this file.
 pub fn write_control(job_dir: &std::path::Path, request: &str) -> Result<()> {
     let tmp = job_dir.join(".control.tmp");
-    std::fs::write(&tmp, request).map_err(|e| ferry_api::FerryError::io("checkpoint", tmp.display(), e))?;
-    std::fs::rename(&tmp, job_dir.join("control")).map_err(|e| ferry_api::FerryError::io("checkpoint", job_dir.display(), e))
+    std::fs::write(&tmp, request)
+        .map_err(|e| ferry_api::FerryError::io("checkpoint", tmp.display(), e))?;
+    std::fs::rename(&tmp, job_dir.join("control"))
+        .map_err(|e| ferry_api::FerryError::io("checkpoint", job_dir.display(), e))
 }

@@ -38,5 +38,7 @@ fn counter(m: &Mutex<BTreeMap<String, Arc<AtomicU64>>>, key: &str) -> Arc<Atomic
 
 fn snapshot(m: &Mutex<BTreeMap<String, Arc<AtomicU64>>>) -> BTreeMap<String, u64> {
     let g = m.lock().unwrap_or_else(|p| p.into_inner());
-    g.iter().map(|(k, v)| (k.clone(), v.load(Ordering::Relaxed))).collect()
+    g.iter()
+        .map(|(k, v)| (k.clone(), v.load(Ordering::Relaxed)))
+        .collect()
 }

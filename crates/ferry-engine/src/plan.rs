@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use ferry_api::{
-    Boundedness, FerryError, JobContext, JobMode, Registry, Result, Sink, SinkDelivery, Source, TableSchema, Transform,
+    Boundedness, FerryError, JobContext, JobMode, Registry, Result, Sink, SinkDelivery, Source,
+    TableSchema, Transform,
 };
 use ferry_config::{JobFile, PluginConfig};
 
@@ -136,7 +137,11 @@ pub struct PlanOptions {
 /// Creates every plugin of `job` through `registry` and checks the wiring.
 pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Result<JobPlan> {
     let default_parallelism = opts.parallelism.or(job.env.parallelism).unwrap_or(1).max(1);
-    let job_name = job.env.job_name.clone().unwrap_or_else(|| "ferry".to_string());
+    let job_name = job
+        .env
+        .job_name
+        .clone()
+        .unwrap_or_else(|| "ferry".to_string());
     let ctx = JobContext {
         mode: job.env.mode,
         job_id: opts.job_id.clone().unwrap_or_else(|| job_name.clone()),
@@ -146,7 +151,9 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
 
     let mut sources = Vec::new();
     for mut p in job.sources {
-        let factory = registry.find_source(&p.name).ok_or_else(|| unknown_plugin(&p, registry.sources().map(|f| f.name())))?;
+        let factory = registry
+            .find_source(&p.name)
+            .ok_or_else(|| unknown_plugin(&p, registry.sources().map(|f| f.name())))?;
         let source = factory.create(&mut p.options, &ctx)?;
         let mut tables = source.tables();
         if tables.is_empty() {
@@ -169,22 +176,37 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
 
     let mut transforms = Vec::new();
     for mut p in job.transforms {
-        let factory =
-            registry.find_transform(&p.name).ok_or_else(|| unknown_plugin(&p, registry.transforms().map(|f| f.name())))?;
+        let factory = registry
+            .find_transform(&p.name)
+            .ok_or_else(|| unknown_plugin(&p, registry.transforms().map(|f| f.name())))?;
         let input = input_tables(&p, &streams)?;
         let transform = factory.create(&mut p.options, &input, &ctx)?;
         let mut tables = transform.output_tables();
         // A transform that names its output table itself (TableRename, TableMerge) keeps
         // that name; one that passes the table through takes the stream's name.
-        let renames_itself = input.len() != 1 || tables.len() != 1 || tables[0].name != input[0].name;
-        let rename = if renames_itself { None } else { single_table_rename(&mut tables, &p.output) };
+        let renames_itself =
+            input.len() != 1 || tables.len() != 1 || tables[0].name != input[0].name;
+        let rename = if renames_itself {
+            None
+        } else {
+            single_table_rename(&mut tables, &p.output)
+        };
         streams.insert(p.output.clone(), tables.clone());
-        transforms.push(TransformNode { plugin: p.name.clone(), inputs: p.inputs.clone(), output: p.output.clone(), transform, tables, rename });
+        transforms.push(TransformNode {
+            plugin: p.name.clone(),
+            inputs: p.inputs.clone(),
+            output: p.output.clone(),
+            transform,
+            tables,
+            rename,
+        });
     }
 
     let mut sinks = Vec::new();
     for mut p in job.sinks {
-        let factory = registry.find_sink(&p.name).ok_or_else(|| unknown_plugin(&p, registry.sinks().map(|f| f.name())))?;
+        let factory = registry
+            .find_sink(&p.name)
+            .ok_or_else(|| unknown_plugin(&p, registry.sinks().map(|f| f.name())))?;
         let input = input_tables(&p, &streams)?;
         let sink = factory.create(&mut p.options, &input, &ctx)?;
         sinks.push(SinkNode {
@@ -198,13 +220,20 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
     }
 
     for i in 0..sinks.len() {
-        let same: Vec<usize> = (0..sinks.len()).filter(|j| sinks[*j].plugin.eq_ignore_ascii_case(&sinks[i].plugin)).collect();
+        let same: Vec<usize> = (0..sinks.len())
+            .filter(|j| sinks[*j].plugin.eq_ignore_ascii_case(&sinks[i].plugin))
+            .collect();
         if same.len() > 1 {
             let n = same.iter().position(|j| *j == i).unwrap_or(0) + 1;
             sinks[i].label = format!("{}#{n}", sinks[i].plugin);
         }
     }
-    let mode = match job.env.checkpoint_mode.as_deref().map(|m| m.to_ascii_lowercase().replace('_', "-")) {
+    let mode = match job
+        .env
+        .checkpoint_mode
+        .as_deref()
+        .map(|m| m.to_ascii_lowercase().replace('_', "-"))
+    {
         Some(m) if m == "at-least-once" => CheckpointMode::AtLeastOnce,
         _ => CheckpointMode::ExactlyOnce,
     };
@@ -224,7 +253,15 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         retry_interval: std::time::Duration::from_secs(job.env.retry_interval_secs.unwrap_or(3)),
     };
     let delivery = decide_delivery(&sources, &sinks, mode);
-    Ok(JobPlan { job: ctx, sources, transforms, sinks, checkpoint, delivery, fingerprint: job.fingerprint })
+    Ok(JobPlan {
+        job: ctx,
+        sources,
+        transforms,
+        sinks,
+        checkpoint,
+        delivery,
+        fingerprint: job.fingerprint,
+    })
 }
 
 fn decide_delivery(sources: &[SourceNode], sinks: &[SinkNode], mode: CheckpointMode) -> Delivery {
@@ -232,10 +269,19 @@ fn decide_delivery(sources: &[SourceNode], sinks: &[SinkNode], mode: CheckpointM
         return Delivery::AtLeastOnce("checkpoint.mode = at-least-once".into());
     }
     if let Some(s) = sources.iter().find(|s| !s.source.is_replayable()) {
-        return Delivery::AtLeastOnce(format!("source {} cannot replay from a checkpoint", s.plugin));
+        return Delivery::AtLeastOnce(format!(
+            "source {} cannot replay from a checkpoint",
+            s.plugin
+        ));
     }
-    if let Some(s) = sinks.iter().find(|s| s.sink.delivery() != SinkDelivery::ExactlyOnce) {
-        return Delivery::AtLeastOnce(format!("sink {} is neither transactional nor idempotent", s.plugin));
+    if let Some(s) = sinks
+        .iter()
+        .find(|s| s.sink.delivery() != SinkDelivery::ExactlyOnce)
+    {
+        return Delivery::AtLeastOnce(format!(
+            "sink {} is neither transactional nor idempotent",
+            s.plugin
+        ));
     }
     Delivery::ExactlyOnce
 }
@@ -252,7 +298,10 @@ fn single_table_rename(tables: &mut [TableSchema], stream: &str) -> Option<Arc<s
     }
 }
 
-fn input_tables(p: &PluginConfig, streams: &BTreeMap<String, Vec<TableSchema>>) -> Result<Vec<TableSchema>> {
+fn input_tables(
+    p: &PluginConfig,
+    streams: &BTreeMap<String, Vec<TableSchema>>,
+) -> Result<Vec<TableSchema>> {
     let mut out = Vec::new();
     for input in &p.inputs {
         match streams.get(input) {
@@ -278,7 +327,10 @@ fn unknown_plugin<'a>(p: &PluginConfig, names: impl Iterator<Item = &'a str>) ->
     };
     let loc = p.options.location();
     FerryError::Config {
-        location: ferry_api::error::Location { file: loc.file.clone(), line: loc.line },
+        location: ferry_api::error::Location {
+            file: loc.file.clone(),
+            line: loc.line,
+        },
         plugin: None,
         option: None,
         message: format!("unknown {} plugin '{}'", loc.section, p.name),
@@ -295,22 +347,42 @@ impl JobPlan {
         let _ = writeln!(s, "delivery: {}", self.delivery);
         match self.checkpoint.interval_ms {
             Some(i) => {
-                let _ = writeln!(s, "checkpoints: every {i} ms, timeout {} ms, mode {:?}", self.checkpoint.timeout_ms, self.checkpoint.mode);
+                let _ = writeln!(
+                    s,
+                    "checkpoints: every {i} ms, timeout {} ms, mode {:?}",
+                    self.checkpoint.timeout_ms, self.checkpoint.mode
+                );
             }
             None => {
                 let _ = writeln!(s, "checkpoints: final only");
             }
         }
         for src in &self.sources {
-            let _ = writeln!(s, "source {} (parallelism {}) -> {}", src.plugin, src.parallelism, src.output);
+            let _ = writeln!(
+                s,
+                "source {} (parallelism {}) -> {}",
+                src.plugin, src.parallelism, src.output
+            );
             describe_tables(&mut s, &src.tables);
         }
         for t in &self.transforms {
-            let _ = writeln!(s, "transform {} {} -> {}", t.plugin, t.inputs.join(", "), t.output);
+            let _ = writeln!(
+                s,
+                "transform {} {} -> {}",
+                t.plugin,
+                t.inputs.join(", "),
+                t.output
+            );
             describe_tables(&mut s, &t.tables);
         }
         for k in &self.sinks {
-            let _ = writeln!(s, "sink {} (parallelism {}) <- {}", k.label, k.parallelism, k.inputs.join(", "));
+            let _ = writeln!(
+                s,
+                "sink {} (parallelism {}) <- {}",
+                k.label,
+                k.parallelism,
+                k.inputs.join(", ")
+            );
         }
         s
     }
@@ -326,8 +398,18 @@ pub fn mode_name(mode: JobMode) -> &'static str {
 
 fn describe_tables(s: &mut String, tables: &[TableSchema]) {
     for t in tables {
-        let cols: Vec<String> =
-            t.schema.fields().iter().map(|f| format!("{} {}", f.name(), ferry_api::types::type_name(f.data_type()))).collect();
+        let cols: Vec<String> = t
+            .schema
+            .fields()
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f.name(),
+                    ferry_api::types::type_name(f.data_type())
+                )
+            })
+            .collect();
         let _ = writeln!(s, "    table {}: {}", t.name, cols.join(", "));
     }
 }

@@ -23,14 +23,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use ferry_api::{
-    ChangeBatch, EnumeratorContext, FerryError, ReadStatus, ReaderContext, Result, SinkCommitter, SourceReader, Split,
-    SplitEnumerator, TransformInstance, WriterContext,
+    ChangeBatch, EnumeratorContext, FerryError, ReadStatus, ReaderContext, Result, SinkCommitter,
+    SourceReader, Split, SplitEnumerator, TransformInstance, WriterContext,
 };
 use serde_json::Value;
 
-use ferry_checkpoint::{CheckpointData, CheckpointStore, SinkState, SourceState};
 use crate::metrics::Metrics;
 use crate::plan::{CheckpointMode, JobPlan};
+use ferry_checkpoint::{CheckpointData, CheckpointStore, SinkState, SourceState};
 
 /// Batches a writer may have queued before its upstream waits.
 const CHANNEL_CAPACITY: usize = 8;
@@ -54,9 +54,23 @@ enum Control {
 
 /// What tasks tell the coordinator.
 enum Event {
-    ReaderSnapshot { source: usize, subtask: usize, id: u64, splits: Vec<Split> },
-    ReaderFinished { source: usize, subtask: usize },
-    WriterAck { sink: usize, subtask: usize, id: u64, commit: Option<Value>, state: Option<Value> },
+    ReaderSnapshot {
+        source: usize,
+        subtask: usize,
+        id: u64,
+        splits: Vec<Split>,
+    },
+    ReaderFinished {
+        source: usize,
+        subtask: usize,
+    },
+    WriterAck {
+        sink: usize,
+        subtask: usize,
+        id: u64,
+        commit: Option<Value>,
+        state: Option<Value>,
+    },
     WriterClosed,
     Failed(FerryError),
 }
@@ -97,15 +111,30 @@ pub enum RunOutcome {
 /// One downstream edge of a stream inside a reader thread.
 enum Route {
     /// A transform chained into this thread, then the streams it feeds.
-    Transform { instance: Box<dyn TransformInstance>, rename: Option<Arc<str>>, next: Vec<Route> },
+    Transform {
+        instance: Box<dyn TransformInstance>,
+        rename: Option<Arc<str>>,
+        next: Vec<Route>,
+    },
     /// The input channels of one sink's writers: rows go to `target`, barriers to all.
-    Sink { txs: Vec<Sender<(usize, Msg)>>, target: usize, sender_id: usize },
+    Sink {
+        txs: Vec<Sender<(usize, Msg)>>,
+        target: usize,
+        sender_id: usize,
+    },
 }
 
 /// Runs `plan` to completion (or until `stop` says so), resuming from the latest
 /// checkpoint in `store` when there is one, and restarting from the latest checkpoint
 /// after a failure up to `retries` times, `retry_interval` apart.
-pub fn run(plan: &JobPlan, store: &mut dyn CheckpointStore, stop: StopHandle, metrics: Arc<Metrics>, retries: u32, retry_interval: Duration) -> Result<RunOutcome> {
+pub fn run(
+    plan: &JobPlan,
+    store: &mut dyn CheckpointStore,
+    stop: StopHandle,
+    metrics: Arc<Metrics>,
+    retries: u32,
+    retry_interval: Duration,
+) -> Result<RunOutcome> {
     let mut attempt = 0;
     loop {
         let restore = store.latest()?;
@@ -120,7 +149,11 @@ pub fn run(plan: &JobPlan, store: &mut dyn CheckpointStore, stop: StopHandle, me
         }
         match run_once(plan, store, restore, stop.clone(), metrics.clone()) {
             Ok(o) => return Ok(o),
-            Err(e) if attempt < retries && !e.is_user_error() && !matches!(e, FerryError::Cancelled) => {
+            Err(e)
+                if attempt < retries
+                    && !e.is_user_error()
+                    && !matches!(e, FerryError::Cancelled) =>
+            {
                 attempt += 1;
                 tracing::warn!("job failed: {e}; restarting from the latest checkpoint (attempt {attempt} of {retries})");
                 std::thread::sleep(retry_interval);
@@ -130,12 +163,20 @@ pub fn run(plan: &JobPlan, store: &mut dyn CheckpointStore, stop: StopHandle, me
     }
 }
 
-fn run_once(plan: &JobPlan, store: &mut dyn CheckpointStore, restore: Option<(CheckpointData, bool)>, stop: StopHandle, metrics: Arc<Metrics>) -> Result<RunOutcome> {
+fn run_once(
+    plan: &JobPlan,
+    store: &mut dyn CheckpointStore,
+    restore: Option<(CheckpointData, bool)>,
+    stop: StopHandle,
+    metrics: Arc<Metrics>,
+) -> Result<RunOutcome> {
     // A checkpoint stored but not yet published: publish it again (committers are idempotent).
     let restore = match restore {
         Some((data, false)) => {
             for (k, node) in plan.sinks.iter().enumerate() {
-                if let (Some(mut c), Some(state)) = (node.sink.create_committer()?, data.sinks.get(k)) {
+                if let (Some(mut c), Some(state)) =
+                    (node.sink.create_committer()?, data.sinks.get(k))
+                {
                     c.commit(data.id, state.commits.clone())?;
                 }
             }
@@ -157,7 +198,9 @@ fn run_once(plan: &JobPlan, store: &mut dyn CheckpointStore, restore: Option<(Ch
     let mut committers: Vec<Option<Box<dyn SinkCommitter>>> = Vec::new();
     for node in &plan.sinks {
         committers.push(node.sink.create_committer()?);
-        let (txs, rxs): (Vec<_>, Vec<_>) = (0..node.parallelism).map(|_| bounded::<(usize, Msg)>(CHANNEL_CAPACITY)).unzip();
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..node.parallelism)
+            .map(|_| bounded::<(usize, Msg)>(CHANNEL_CAPACITY))
+            .unzip();
         sink_txs.push(txs);
         sink_rxs.push(rxs);
     }
@@ -169,19 +212,33 @@ fn run_once(plan: &JobPlan, store: &mut dyn CheckpointStore, restore: Option<(Ch
     let mut sender_ids: Vec<usize> = vec![0; plan.sinks.len()];
     let mut reader_tasks = Vec::new();
     for (i, node) in plan.sources.iter().enumerate() {
-        let ectx = EnumeratorContext { parallelism: node.parallelism, job: plan.job.clone() };
-        let restored = restore.as_ref().and_then(|r| r.sources.get(i)).map(|s| s.enumerator.clone());
+        let ectx = EnumeratorContext {
+            parallelism: node.parallelism,
+            job: plan.job.clone(),
+        };
+        let restored = restore
+            .as_ref()
+            .and_then(|r| r.sources.get(i))
+            .map(|s| s.enumerator.clone());
         enumerators.push(node.source.create_enumerator(&ectx, restored)?);
         let mut ctl = Vec::new();
         for subtask in 0..node.parallelism {
             let (ctl_tx, ctl_rx) = unbounded::<Control>();
-            if let Some(splits) = restore.as_ref().and_then(|r| r.sources.get(i)).and_then(|s| s.readers.get(subtask)) {
+            if let Some(splits) = restore
+                .as_ref()
+                .and_then(|r| r.sources.get(i))
+                .and_then(|s| s.readers.get(subtask))
+            {
                 if !splits.is_empty() {
                     let _ = ctl_tx.send(Control::AddSplits(splits.clone()));
                 }
             }
             ctl.push(ctl_tx);
-            let rctx = ReaderContext { subtask, parallelism: node.parallelism, job: plan.job.clone() };
+            let rctx = ReaderContext {
+                subtask,
+                parallelism: node.parallelism,
+                job: plan.job.clone(),
+            };
             let reader = node.source.create_reader(&rctx)?;
             let routes = build_routes(plan, &node.output, subtask, &sink_txs, &mut sender_ids)?;
             reader_tasks.push(ReaderTask {
@@ -209,25 +266,39 @@ fn run_once(plan: &JobPlan, store: &mut dyn CheckpointStore, restore: Option<(Ch
                 job: plan.job.clone(),
                 attempt: format!("{}-{}", std::process::id(), unique_suffix()),
             };
-            let restored = restore.as_ref().and_then(|r| r.sinks.get(k)).and_then(|s| s.writers.get(subtask).cloned().flatten());
+            let restored = restore
+                .as_ref()
+                .and_then(|r| r.sinks.get(k))
+                .and_then(|s| s.writers.get(subtask).cloned().flatten());
             let writer = node.sink.create_writer(&ctx, restored)?;
             let ev = ev_tx.clone();
             let senders = sender_ids[k];
             let rows = metrics.sink_counter(&node.label);
-            threads.push(spawn(&format!("sink-{}-{subtask}", node.plugin), move || {
-                if let Err(e) = writer_loop(writer, rx, senders, aligned, k, subtask, &ev, &rows) {
-                    let _ = ev.send(Event::Failed(e));
-                }
-            })?);
+            threads.push(spawn(
+                &format!("sink-{}-{subtask}", node.plugin),
+                move || {
+                    if let Err(e) =
+                        writer_loop(writer, rx, senders, aligned, k, subtask, &ev, &rows)
+                    {
+                        let _ = ev.send(Event::Failed(e));
+                    }
+                },
+            )?);
         }
     }
     for mut task in reader_tasks {
         let ev = task.ev.clone();
-        threads.push(spawn(&format!("source-{}-{}", plan.sources[task.source].plugin, task.subtask), move || {
-            if let Err(e) = task.run() {
-                let _ = ev.send(Event::Failed(e));
-            }
-        })?);
+        threads.push(spawn(
+            &format!(
+                "source-{}-{}",
+                plan.sources[task.source].plugin, task.subtask
+            ),
+            move || {
+                if let Err(e) = task.run() {
+                    let _ = ev.send(Event::Failed(e));
+                }
+            },
+        )?);
     }
     drop(ev_tx);
 
@@ -257,12 +328,18 @@ fn run_once(plan: &JobPlan, store: &mut dyn CheckpointStore, restore: Option<(Ch
 
 fn unique_suffix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     format!("{:x}{:x}", nanos, COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
-    std::thread::Builder::new().name(name.to_string()).spawn(f).map_err(|e| FerryError::internal(format!("cannot start thread {name}: {e}")))
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .map_err(|e| FerryError::internal(format!("cannot start thread {name}: {e}")))
 }
 
 /// The routes for rows of `stream` in reader `subtask`: chained transform instances
@@ -275,13 +352,25 @@ fn build_routes(
     sender_ids: &mut [usize],
 ) -> Result<Vec<Route>> {
     let mut routes = Vec::new();
-    for t in plan.transforms.iter().filter(|t| t.inputs.iter().any(|i| i == stream)) {
+    for t in plan
+        .transforms
+        .iter()
+        .filter(|t| t.inputs.iter().any(|i| i == stream))
+    {
         let next = build_routes(plan, &t.output, subtask, sink_txs, sender_ids)?;
-        routes.push(Route::Transform { instance: t.transform.create_instance()?, rename: t.rename.clone(), next });
+        routes.push(Route::Transform {
+            instance: t.transform.create_instance()?,
+            rename: t.rename.clone(),
+            next,
+        });
     }
     for (k, s) in plan.sinks.iter().enumerate() {
         if s.inputs.iter().any(|i| i == stream) {
-            routes.push(Route::Sink { txs: sink_txs[k].clone(), target: subtask % s.parallelism, sender_id: sender_ids[k] });
+            routes.push(Route::Sink {
+                txs: sink_txs[k].clone(),
+                target: subtask % s.parallelism,
+                sender_id: sender_ids[k],
+            });
             sender_ids[k] += 1;
         }
     }
@@ -310,7 +399,11 @@ impl ReaderTask {
             }
             // Control first: a barrier goes out between two polls, after every row already emitted.
             let ctl = if finished || !idle_for.is_zero() {
-                match self.ctl.recv_timeout(if finished { Duration::from_millis(100) } else { idle_for }) {
+                match self.ctl.recv_timeout(if finished {
+                    Duration::from_millis(100)
+                } else {
+                    idle_for
+                }) {
                     Ok(c) => Some(c),
                     Err(RecvTimeoutError::Timeout) => None,
                     Err(RecvTimeoutError::Disconnected) => return Ok(()),
@@ -325,7 +418,12 @@ impl ReaderTask {
                     Control::NoMoreSplits => self.reader.no_more_splits(),
                     Control::Checkpoint(id) => {
                         let splits = self.reader.snapshot(id)?;
-                        let _ = self.ev.send(Event::ReaderSnapshot { source: self.source, subtask: self.subtask, id, splits });
+                        let _ = self.ev.send(Event::ReaderSnapshot {
+                            source: self.source,
+                            subtask: self.subtask,
+                            id,
+                            splits,
+                        });
                         broadcast(&mut self.routes, &|| Msg::Barrier(id))?;
                     }
                     Control::Complete(id) => self.reader.notify_checkpoint_complete(id)?,
@@ -351,10 +449,15 @@ impl ReaderTask {
                     }
                     emit(&mut self.routes, b)?;
                 }
-                ReadStatus::Idle(d) => idle_for = d.clamp(Duration::from_millis(1), Duration::from_millis(200)),
+                ReadStatus::Idle(d) => {
+                    idle_for = d.clamp(Duration::from_millis(1), Duration::from_millis(200))
+                }
                 ReadStatus::Finished => {
                     finished = true;
-                    let _ = self.ev.send(Event::ReaderFinished { source: self.source, subtask: self.subtask });
+                    let _ = self.ev.send(Event::ReaderFinished {
+                        source: self.source,
+                        subtask: self.subtask,
+                    });
                 }
             }
         }
@@ -367,10 +470,18 @@ fn emit(routes: &mut [Route], batch: ChangeBatch) -> Result<()> {
     let mut batch = Some(batch);
     for (i, r) in routes.iter_mut().enumerate() {
         // The last route takes the batch, the others a cheap clone (Arc'd columns).
-        let b = if i + 1 == n { batch.take() } else { batch.clone() };
+        let b = if i + 1 == n {
+            batch.take()
+        } else {
+            batch.clone()
+        };
         let Some(b) = b else { break };
         match r {
-            Route::Transform { instance, rename, next } => {
+            Route::Transform {
+                instance,
+                rename,
+                next,
+            } => {
                 if let Some(mut out) = instance.transform(b)? {
                     if out.num_rows() > 0 {
                         if let Some(name) = rename {
@@ -380,8 +491,14 @@ fn emit(routes: &mut [Route], batch: ChangeBatch) -> Result<()> {
                     }
                 }
             }
-            Route::Sink { txs, target, sender_id } => {
-                txs[*target].send((*sender_id, Msg::Data(b))).map_err(|_| FerryError::Cancelled)?;
+            Route::Sink {
+                txs,
+                target,
+                sender_id,
+            } => {
+                txs[*target]
+                    .send((*sender_id, Msg::Data(b)))
+                    .map_err(|_| FerryError::Cancelled)?;
             }
         }
     }
@@ -395,7 +512,8 @@ fn broadcast(routes: &mut [Route], make: &dyn Fn() -> Msg) -> Result<()> {
             Route::Transform { next, .. } => broadcast(next, make)?,
             Route::Sink { txs, sender_id, .. } => {
                 for tx in txs.iter() {
-                    tx.send((*sender_id, make())).map_err(|_| FerryError::Cancelled)?;
+                    tx.send((*sender_id, make()))
+                        .map_err(|_| FerryError::Cancelled)?;
                 }
             }
         }
@@ -444,7 +562,13 @@ fn writer_loop(
                     barrier_from.remove(&id);
                     let commit = writer.prepare_commit(id)?;
                     let state = writer.snapshot(id)?;
-                    let _ = ev.send(Event::WriterAck { sink, subtask, id, commit, state });
+                    let _ = ev.send(Event::WriterAck {
+                        sink,
+                        subtask,
+                        id,
+                        commit,
+                        state,
+                    });
                     // Release what the inputs sent after the barrier, in order.
                     for (f, q) in held.drain() {
                         for m in q {
@@ -517,7 +641,10 @@ impl Coordinator<'_> {
                     let assigned = e.discover()?;
                     let mut per_reader: BTreeMap<usize, Vec<Split>> = BTreeMap::new();
                     for (r, s) in assigned {
-                        per_reader.entry(r % self.controls[i].len()).or_default().push(s);
+                        per_reader
+                            .entry(r % self.controls[i].len())
+                            .or_default()
+                            .push(s);
                     }
                     for (r, splits) in per_reader {
                         let _ = self.controls[i][r].send(Control::AddSplits(splits));
@@ -549,14 +676,22 @@ impl Coordinator<'_> {
             }
             if let Some(f) = &inflight {
                 if f.started.elapsed() > Duration::from_millis(self.plan.checkpoint.timeout_ms) {
-                    return Err(FerryError::external("checkpoint", format!("checkpoint {} timed out after {} ms (checkpoint.timeout)", f.id, self.plan.checkpoint.timeout_ms)));
+                    return Err(FerryError::external(
+                        "checkpoint",
+                        format!(
+                            "checkpoint {} timed out after {} ms (checkpoint.timeout)",
+                            f.id, self.plan.checkpoint.timeout_ms
+                        ),
+                    ));
                 }
             }
             let ev = match self.ev_rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(ev) => ev,
                 Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err(FerryError::internal("every task stopped before the job ended"));
+                    return Err(FerryError::internal(
+                        "every task stopped before the job ended",
+                    ));
                 }
             };
             match ev {
@@ -566,13 +701,24 @@ impl Coordinator<'_> {
                     tracing::debug!(source = %self.plan.sources[source].plugin, subtask, "reader finished");
                     finished_readers += 1;
                 }
-                Event::ReaderSnapshot { source, subtask, id, splits } => {
+                Event::ReaderSnapshot {
+                    source,
+                    subtask,
+                    id,
+                    splits,
+                } => {
                     if let Some(f) = inflight.as_mut().filter(|f| f.id == id) {
                         f.data.sources[source].readers[subtask] = splits;
                         f.readers_left -= 1;
                     }
                 }
-                Event::WriterAck { sink, subtask, id, commit, state } => {
+                Event::WriterAck {
+                    sink,
+                    subtask,
+                    id,
+                    commit,
+                    state,
+                } => {
                     if let Some(f) = inflight.as_mut().filter(|f| f.id == id) {
                         f.data.sinks[sink].writers[subtask] = state;
                         if let Some(c) = commit {
@@ -591,7 +737,10 @@ impl Coordinator<'_> {
                     }
                 }
             }
-            if inflight.as_ref().is_some_and(|f| f.readers_left == 0 && f.writers_left == 0) {
+            if inflight
+                .as_ref()
+                .is_some_and(|f| f.readers_left == 0 && f.writers_left == 0)
+            {
                 if let Some(f) = inflight.take() {
                     self.complete(f)?;
                 }
@@ -615,14 +764,25 @@ impl Coordinator<'_> {
     }
 
     fn new_inflight(&mut self, id: u64) -> Result<InFlight> {
-        let mut data = CheckpointData { id, fingerprint: self.plan.fingerprint.clone(), sources: Vec::new(), sinks: Vec::new() };
+        let mut data = CheckpointData {
+            id,
+            fingerprint: self.plan.fingerprint.clone(),
+            sources: Vec::new(),
+            sinks: Vec::new(),
+        };
         // The enumerators are snapshotted before any reader hears of the checkpoint, so
         // every split assigned before this point is in some reader's snapshot.
         for (i, e) in self.enumerators.iter_mut().enumerate() {
-            data.sources.push(SourceState { enumerator: e.snapshot(id)?, readers: vec![Vec::new(); self.controls[i].len()] });
+            data.sources.push(SourceState {
+                enumerator: e.snapshot(id)?,
+                readers: vec![Vec::new(); self.controls[i].len()],
+            });
         }
         for s in &self.plan.sinks {
-            data.sinks.push(SinkState { writers: vec![None; s.parallelism], commits: Vec::new() });
+            data.sinks.push(SinkState {
+                writers: vec![None; s.parallelism],
+                commits: Vec::new(),
+            });
         }
         for c in self.controls.iter().flatten() {
             let _ = c.send(Control::Checkpoint(id));
@@ -655,7 +815,11 @@ impl Coordinator<'_> {
         for c in self.controls.iter().flatten() {
             let _ = c.send(Control::Complete(f.id));
         }
-        tracing::debug!(checkpoint = f.id, ms = f.started.elapsed().as_millis() as u64, "checkpoint complete");
+        tracing::debug!(
+            checkpoint = f.id,
+            ms = f.started.elapsed().as_millis() as u64,
+            "checkpoint complete"
+        );
         Ok(())
     }
 }
