@@ -315,12 +315,14 @@ impl LineCursor {
                 let name = spec.file_schema.field(*i).name();
                 match h.iter().position(|c| c.trim().eq_ignore_ascii_case(name)) {
                     Some(p) => by_pos[p] = Some(out),
-                    None => return Err(data_err(
-                        path,
-                        format!(
+                    None => {
+                        return Err(data_err(
+                            path,
+                            format!(
                             "the header line has no column '{name}' (csv_use_header_line = true)"
                         ),
-                    )),
+                        ))
+                    }
                 }
             }
             slot = by_pos;

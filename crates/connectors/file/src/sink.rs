@@ -310,10 +310,8 @@ fn apply_save_modes(cfg: &SinkConfig, schema_mode: &str, data_mode: &str) -> Res
     }
     let root = &cfg.root;
     match schema_mode {
-        "RECREATE_SCHEMA" => {
-            if root.exists() {
-                std::fs::remove_dir_all(root).map_err(|e| io_err(root, e))?;
-            }
+        "RECREATE_SCHEMA" if root.exists() => {
+            std::fs::remove_dir_all(root).map_err(|e| io_err(root, e))?;
         }
         "ERROR_WHEN_SCHEMA_NOT_EXIST" if !root.exists() => {
             return Err(FerryError::external(COMPONENT, format!("output directory '{}' does not exist (schema_save_mode = ERROR_WHEN_SCHEMA_NOT_EXIST)", root.display())))

@@ -270,13 +270,15 @@ impl SourceFactory for LocalFileSourceFactory {
             ),
             (None, Format::Parquet) => match files.first() {
                 Some(f) => (read::parquet_schema(f)?, false),
-                None => return Err(FerryError::external(
-                    COMPONENT,
-                    format!(
+                None => {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        format!(
                         "no parquet file under '{}' to take the schema from: add a `schema` block",
                         path.display()
                     ),
-                )),
+                    ))
+                }
             },
             (None, _) => return Err(o.error("schema", "is required for the csv and json formats")),
         };
