@@ -761,3 +761,45 @@ fn text_without_schema_is_one_content_column() {
     let (_, b) = read_all(json!({"path": dir.path(), "file_format_type": "text", "schema": {"fields": {"c_string": "string"}}})).unwrap();
     assert_eq!(value(&b, "c_string", 0), json!("1"));
 }
+
+#[test]
+fn null_typed_columns_round_trip_through_text_and_parquet() {
+    let fields = json!({"id": "int", "c_null": "null"});
+    let schema = Arc::new(schema_from_fields(fields.as_object().unwrap()).unwrap());
+    let rows = [json!([1, null]), json!([2, null])];
+    let refs: Vec<&Value> = rows.iter().collect();
+    let st = json_to_array(
+        &refs,
+        &arrow::datatypes::DataType::Struct(schema.fields().clone()),
+    )
+    .unwrap();
+    let batch = RecordBatch::from(st.as_struct().clone())
+        .with_schema(schema.clone())
+        .unwrap();
+    let table = TableSchema::new("t", schema);
+    for format in ["text", "parquet"] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = sink(
+            json!({"path": dir.path(), "file_format_type": format}),
+            &table,
+        );
+        let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
+        w.write(&ChangeBatch::inserts("t".into(), batch.clone()))
+            .unwrap();
+        let info = w.prepare_commit(1).unwrap().unwrap();
+        s.create_committer()
+            .unwrap()
+            .unwrap()
+            .commit(1, vec![info])
+            .unwrap();
+        let (_, back) = read_all(
+            json!({"path": dir.path(), "file_format_type": format, "schema": {"fields": fields}}),
+        )
+        .unwrap();
+        assert_eq!(
+            as_json(&back),
+            as_json(std::slice::from_ref(&batch)),
+            "{format}"
+        );
+    }
+}
