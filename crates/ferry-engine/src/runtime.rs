@@ -326,6 +326,22 @@ fn run_once(
     result
 }
 
+/// Fault injection for crash tests: with `FERRY_CRASH_POINT=<name>:<n>` the process
+/// aborts (as abruptly as `kill -9`) the `n`-th time it reaches point `name`.
+fn crash_point(name: &str) {
+    static HITS: AtomicU64 = AtomicU64::new(0);
+    let Ok(spec) = std::env::var("FERRY_CRASH_POINT") else {
+        return;
+    };
+    let Some((point, nth)) = spec.split_once(':') else {
+        return;
+    };
+    if point == name && nth.parse::<u64>().ok() == Some(HITS.fetch_add(1, Ordering::SeqCst) + 1) {
+        eprintln!("ferry: FERRY_CRASH_POINT {spec}: aborting");
+        std::process::abort();
+    }
+}
+
 fn unique_suffix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
@@ -801,14 +817,18 @@ impl Coordinator<'_> {
         for (k, c) in f.commits.iter().enumerate() {
             f.data.sinks[k].commits = c.clone();
         }
+        crash_point("checkpoint-acknowledged");
         // Durable first, then publish: a crash between the two re-runs the committers.
         self.store.save(&f.data)?;
+        crash_point("checkpoint-stored");
         for (k, committer) in self.committers.iter_mut().enumerate() {
             if let Some(c) = committer {
                 c.commit(f.id, f.commits[k].clone())?;
+                crash_point("sink-committed");
             }
         }
         self.store.mark_committed(f.id)?;
+        crash_point("checkpoint-committed");
         for e in self.enumerators.iter_mut() {
             e.notify_checkpoint_complete(f.id)?;
         }

@@ -1,0 +1,215 @@
+//! Crash tests: a streaming job reads a growing directory of files whose rows carry
+//! unique ids and writes them through the transactional file sink, while the test kills
+//! it at random moments (fixed seed) and restarts it with the same job id. At the end the
+//! output must hold every input id exactly once (at least once for an at-least-once job).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::{eventually, ferry, visible_lines, wait_for};
+
+const ROWS_PER_FILE: u64 = 200;
+
+/// A small deterministic generator (xorshift64*), so every run kills at the same moments.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo)
+    }
+}
+
+struct Setup {
+    _root: tempfile::TempDir,
+    input: PathBuf,
+    output: PathBuf,
+    ckpt: PathBuf,
+    job: PathBuf,
+    files: u64,
+}
+
+fn setup(transactional: bool, mode: &str) -> Setup {
+    let root = tempfile::tempdir().unwrap();
+    let input = root.path().join("in");
+    let output = root.path().join("out");
+    std::fs::create_dir_all(&input).unwrap();
+    let job = root.path().join("job.conf");
+    std::fs::write(
+        &job,
+        format!(
+            r#"
+env {{
+  job.name = "crash"
+  job.mode = "STREAMING"
+  checkpoint.interval = 300
+  checkpoint.mode = "{mode}"
+  parallelism = 2
+}}
+source {{
+  LocalFile {{
+    plugin_output = "events"
+    path = "{input}"
+    file_format_type = "csv"
+    schema = {{ fields {{ id = bigint, payload = string }} }}
+  }}
+}}
+sink {{
+  LocalFile {{
+    path = "{output}"
+    file_format_type = "csv"
+    is_enable_transaction = {transactional}
+  }}
+}}
+"#,
+            input = input.display(),
+            output = output.display(),
+        ),
+    )
+    .unwrap();
+    Setup {
+        ckpt: root.path().join("ckpt"),
+        _root: root,
+        input,
+        output,
+        job,
+        files: 0,
+    }
+}
+
+/// Adds one input file the way producers should: written aside, then renamed in.
+fn add_file(s: &mut Setup) {
+    let n = s.files;
+    let mut text = String::new();
+    for i in 0..ROWS_PER_FILE {
+        text.push_str(&format!("{},row-{n}-{i}\n", n * ROWS_PER_FILE + i));
+    }
+    let tmp = s.input.join(format!(".part-{n:05}.csv"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, s.input.join(format!("part-{n:05}.csv"))).unwrap();
+    s.files += 1;
+}
+
+fn start(s: &Setup, crash_point: Option<&str>) -> Child {
+    let mut c = ferry();
+    c.arg("run")
+        .arg(&s.job)
+        .args(["--job-id", "crash", "--checkpoint-dir"])
+        .arg(&s.ckpt);
+    if let Some(p) = crash_point {
+        c.env("FERRY_CRASH_POINT", p);
+    }
+    c.stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry starts")
+}
+
+/// Output ids with how often each appears.
+fn output_ids(dir: &Path) -> BTreeMap<u64, usize> {
+    let mut ids = BTreeMap::new();
+    for line in visible_lines(dir) {
+        let id: u64 = line
+            .split(',')
+            .next()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("bad output line {line:?}"));
+        *ids.entry(id).or_insert(0) += 1;
+    }
+    ids
+}
+
+fn finish_and_check(s: &mut Setup, exactly_once: bool) {
+    let expected = s.files * ROWS_PER_FILE;
+    let mut last = start(s, None);
+    let done = eventually(Duration::from_secs(90), || {
+        output_ids(&s.output).len() as u64 >= expected
+    });
+    let out = ferry()
+        .args(["savepoint", "crash", "--checkpoint-dir"])
+        .arg(&s.ckpt)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "savepoint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = wait_for(&mut last, Duration::from_secs(60), "last run");
+    let err = String::from_utf8_lossy(&last.wait_with_output().unwrap().stderr).to_string();
+    assert!(status.success(), "last run: {err}");
+    assert!(
+        done,
+        "only {} of {expected} ids arrived",
+        output_ids(&s.output).len()
+    );
+    let ids = output_ids(&s.output);
+    let missing: Vec<u64> = (0..expected)
+        .filter(|i| !ids.contains_key(i))
+        .take(10)
+        .collect();
+    assert!(missing.is_empty(), "lost ids, e.g. {missing:?}");
+    if exactly_once {
+        let twice: Vec<(&u64, &usize)> = ids.iter().filter(|(_, n)| **n > 1).take(10).collect();
+        assert!(
+            twice.is_empty(),
+            "ids written more than once, e.g. {twice:?}"
+        );
+        assert_eq!(ids.len() as u64, expected);
+    }
+}
+
+fn kill_repeatedly(s: &mut Setup, kills: usize, seed: u64) {
+    let mut rng = Rng(seed);
+    for k in 0..kills {
+        // Every other run dies at a chosen point of the checkpoint protocol instead:
+        // after the writers prepared (flushed) but before the checkpoint is stored, after it
+        // is stored but before it is published, and in the middle of publishing.
+        let point = match k % 6 {
+            1 => Some(format!("checkpoint-acknowledged:{}", rng.between(1, 4))),
+            3 => Some(format!("checkpoint-stored:{}", rng.between(1, 4))),
+            5 => Some(format!("sink-committed:{}", rng.between(1, 4))),
+            _ => None,
+        };
+        let mut child = start(s, point.as_deref());
+        let life = Duration::from_millis(rng.between(300, 1500));
+        let step = life / 3;
+        for _ in 0..3 {
+            std::thread::sleep(step);
+            if rng.between(0, 2) == 0 {
+                add_file(s);
+            }
+        }
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+    }
+}
+
+#[test]
+fn exactly_once_under_twenty_kills() {
+    let mut s = setup(true, "exactly-once");
+    for _ in 0..5 {
+        add_file(&mut s);
+    }
+    kill_repeatedly(&mut s, 24, 0x5eed_0001);
+    add_file(&mut s);
+    finish_and_check(&mut s, true);
+}
+
+#[test]
+fn at_least_once_never_loses_a_row_under_kills() {
+    let mut s = setup(false, "at-least-once");
+    for _ in 0..5 {
+        add_file(&mut s);
+    }
+    kill_repeatedly(&mut s, 20, 0x5eed_0002);
+    finish_and_check(&mut s, false);
+}
