@@ -38,6 +38,10 @@ struct Setup {
 }
 
 fn setup(transactional: bool, mode: &str) -> Setup {
+    setup_with(transactional, mode, "")
+}
+
+fn setup_with(transactional: bool, mode: &str, extra_env: &str) -> Setup {
     let root = tempfile::tempdir().unwrap();
     let input = root.path().join("in");
     let output = root.path().join("out");
@@ -53,6 +57,7 @@ env {{
   checkpoint.interval = 300
   checkpoint.mode = "{mode}"
   parallelism = 2
+  {extra_env}
 }}
 source {{
   LocalFile {{
@@ -99,6 +104,10 @@ fn add_file(s: &mut Setup) {
 }
 
 fn start(s: &Setup, crash_point: Option<&str>) -> Child {
+    start_with(s, crash_point)
+}
+
+fn start_with(s: &Setup, crash_point: Option<&str>) -> Child {
     let mut c = ferry();
     c.arg("run")
         .arg(&s.job)
@@ -111,6 +120,22 @@ fn start(s: &Setup, crash_point: Option<&str>) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("ferry starts")
+}
+
+/// Waits until `ferry jobs` shows the job running in a live process (a killed run's
+/// state file says RUNNING with a dead pid, which `ferry jobs` shows as DEAD).
+fn wait_running(s: &Setup) {
+    let running = eventually(Duration::from_secs(30), || {
+        let out = ferry()
+            .args(["jobs", "--checkpoint-dir"])
+            .arg(&s.ckpt)
+            .output()
+            .expect("ferry jobs runs");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.starts_with("crash") && l.contains("RUNNING"))
+    });
+    assert!(running, "the job never showed as running");
 }
 
 /// Output ids with how often each appears.
@@ -129,23 +154,11 @@ fn output_ids(dir: &Path) -> BTreeMap<u64, usize> {
 
 fn finish_and_check(s: &mut Setup, exactly_once: bool) {
     let expected = s.files * ROWS_PER_FILE;
-    let mut last = start(s, None);
+    let last = start(s, None);
     let done = eventually(Duration::from_secs(90), || {
         output_ids(&s.output).len() as u64 >= expected
     });
-    let out = ferry()
-        .args(["savepoint", "crash", "--checkpoint-dir"])
-        .arg(&s.ckpt)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "savepoint: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let status = wait_for(&mut last, Duration::from_secs(60), "last run");
-    let err = String::from_utf8_lossy(&last.wait_with_output().unwrap().stderr).to_string();
-    assert!(status.success(), "last run: {err}");
+    stop_with_savepoint(s, last);
     assert!(
         done,
         "only {} of {expected} ids arrived",
@@ -212,4 +225,87 @@ fn at_least_once_never_loses_a_row_under_kills() {
     }
     kill_repeatedly(&mut s, 20, 0x5eed_0002);
     finish_and_check(&mut s, false);
+}
+
+fn stop_with_savepoint(s: &Setup, mut child: Child) -> String {
+    wait_running(s);
+    let out = ferry()
+        .args(["savepoint", "crash", "--checkpoint-dir"])
+        .arg(&s.ckpt)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "savepoint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = wait_for(&mut child, Duration::from_secs(60), "job");
+    let err = String::from_utf8_lossy(&child.wait_with_output().unwrap().stderr).to_string();
+    assert!(status.success(), "{err}");
+    err
+}
+
+#[test]
+fn a_failing_step_restarts_in_process_from_the_latest_checkpoint() {
+    let mut s = setup_with(
+        true,
+        "exactly-once",
+        "job.retry.times = 2\n  job.retry.interval.seconds = 0",
+    );
+    for _ in 0..4 {
+        add_file(&mut s);
+    }
+    let child = start(&s, Some("checkpoint-stored:2:error"));
+    let expected = s.files * ROWS_PER_FILE;
+    assert!(eventually(
+        Duration::from_secs(60),
+        || output_ids(&s.output).len() as u64 >= expected
+    ));
+    let err = stop_with_savepoint(&s, child);
+    assert!(
+        err.contains("restarting from the latest checkpoint (retry 1 of 2)"),
+        "{err}"
+    );
+    let ids = output_ids(&s.output);
+    assert_eq!(ids.len() as u64, expected);
+    assert!(
+        ids.values().all(|n| *n == 1),
+        "duplicates after an in-process restart"
+    );
+}
+
+#[test]
+fn a_permanently_failing_sink_exits_nonzero_and_leaves_its_checkpoint_usable() {
+    let mut s = setup(true, "exactly-once");
+    for _ in 0..3 {
+        add_file(&mut s);
+    }
+    let mut child = start(&s, None);
+    assert!(eventually(Duration::from_secs(60), || !output_ids(
+        &s.output
+    )
+    .is_empty()));
+    // Take the output directory away: publishing into it now fails, and keeps failing.
+    let aside = s.output.with_extension("aside");
+    std::fs::rename(&s.output, &aside).unwrap();
+    std::fs::write(&s.output, "not a directory").unwrap();
+    add_file(&mut s);
+    let status = wait_for(&mut child, Duration::from_secs(60), "failing job");
+    let err = String::from_utf8_lossy(&child.wait_with_output().unwrap().stderr).to_string();
+    assert!(!status.success(), "the job must fail: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.contains("LocalFile") || line.contains(&s.output.display().to_string()),
+        "{err}"
+    );
+
+    // Give the directory back: the same job id resumes and ends with every id once.
+    std::fs::remove_file(&s.output).unwrap();
+    std::fs::rename(&aside, &s.output).unwrap();
+    add_file(&mut s);
+    finish_and_check(&mut s, true);
 }

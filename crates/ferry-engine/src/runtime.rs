@@ -145,7 +145,21 @@ pub fn run(
                     data.id
                 )));
             }
-            tracing::info!(checkpoint = data.id, "resuming from checkpoint {}", data.id);
+            let splits: usize = data
+                .sources
+                .iter()
+                .flat_map(|s| s.readers.iter())
+                .map(Vec::len)
+                .sum();
+            let pending: usize = if restore.as_ref().is_some_and(|(_, committed)| !committed) {
+                data.sinks.iter().map(|s| s.commits.len()).sum()
+            } else {
+                0
+            };
+            eprintln!(
+                "ferry: resuming job '{}' from checkpoint {} ({splits} reader splits restored, {pending} prepared commits to publish again)",
+                plan.job.job_id, data.id
+            );
         }
         match run_once(plan, store, restore, stop.clone(), metrics.clone()) {
             Ok(o) => return Ok(o),
@@ -155,7 +169,7 @@ pub fn run(
                     && !matches!(e, FerryError::Cancelled) =>
             {
                 attempt += 1;
-                tracing::warn!("job failed: {e}; restarting from the latest checkpoint (attempt {attempt} of {retries})");
+                eprintln!("ferry: job failed: {e}; restarting from the latest checkpoint (retry {attempt} of {retries})");
                 std::thread::sleep(retry_interval);
             }
             Err(e) => return Err(e),
@@ -327,19 +341,29 @@ fn run_once(
 }
 
 /// Fault injection for crash tests: with `FERRY_CRASH_POINT=<name>:<n>` the process
-/// aborts (as abruptly as `kill -9`) the `n`-th time it reaches point `name`.
-fn crash_point(name: &str) {
+/// aborts (as abruptly as `kill -9`) the `n`-th time it reaches point `name`; with
+/// `FERRY_CRASH_POINT=<name>:<n>:error` that step fails with an error instead, once, so
+/// that in-process restarts (`job.retry.times`) can be tested.
+fn crash_point(name: &str) -> Result<()> {
     static HITS: AtomicU64 = AtomicU64::new(0);
     let Ok(spec) = std::env::var("FERRY_CRASH_POINT") else {
-        return;
+        return Ok(());
     };
-    let Some((point, nth)) = spec.split_once(':') else {
-        return;
+    let mut parts = spec.split(':');
+    let (Some(point), Some(nth)) = (parts.next(), parts.next()) else {
+        return Ok(());
     };
-    if point == name && nth.parse::<u64>().ok() == Some(HITS.fetch_add(1, Ordering::SeqCst) + 1) {
-        eprintln!("ferry: FERRY_CRASH_POINT {spec}: aborting");
-        std::process::abort();
+    if point != name || nth.parse::<u64>().ok() != Some(HITS.fetch_add(1, Ordering::SeqCst) + 1) {
+        return Ok(());
     }
+    if parts.next() == Some("error") {
+        return Err(FerryError::external(
+            "fault injection",
+            format!("FERRY_CRASH_POINT {spec}"),
+        ));
+    }
+    eprintln!("ferry: FERRY_CRASH_POINT {spec}: aborting");
+    std::process::abort();
 }
 
 fn unique_suffix() -> String {
@@ -817,18 +841,18 @@ impl Coordinator<'_> {
         for (k, c) in f.commits.iter().enumerate() {
             f.data.sinks[k].commits = c.clone();
         }
-        crash_point("checkpoint-acknowledged");
+        crash_point("checkpoint-acknowledged")?;
         // Durable first, then publish: a crash between the two re-runs the committers.
         self.store.save(&f.data)?;
-        crash_point("checkpoint-stored");
+        crash_point("checkpoint-stored")?;
         for (k, committer) in self.committers.iter_mut().enumerate() {
             if let Some(c) = committer {
                 c.commit(f.id, f.commits[k].clone())?;
-                crash_point("sink-committed");
+                crash_point("sink-committed")?;
             }
         }
         self.store.mark_committed(f.id)?;
-        crash_point("checkpoint-committed");
+        crash_point("checkpoint-committed")?;
         for e in self.enumerators.iter_mut() {
             e.notify_checkpoint_complete(f.id)?;
         }
