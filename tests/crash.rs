@@ -309,3 +309,55 @@ fn a_permanently_failing_sink_exits_nonzero_and_leaves_its_checkpoint_usable() {
     add_file(&mut s);
     finish_and_check(&mut s, true);
 }
+
+#[test]
+fn a_corrupt_latest_checkpoint_falls_back_to_the_previous_one() {
+    let mut s = setup(true, "exactly-once");
+    for _ in 0..3 {
+        add_file(&mut s);
+    }
+    let child = start(&s, None);
+    let expected = s.files * ROWS_PER_FILE;
+    assert!(eventually(
+        Duration::from_secs(60),
+        || output_ids(&s.output).len() as u64 >= expected
+    ));
+    stop_with_savepoint(&s, child);
+
+    // Tear the newest checkpoint as a crash during its write would.
+    let offsets = s.ckpt.join("crash/offsets");
+    let latest = std::fs::read_dir(&offsets)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .max()
+        .expect("a checkpoint was written");
+    let torn = offsets.join(latest.to_string());
+    let bytes = std::fs::read(&torn).unwrap();
+    std::fs::write(&torn, &bytes[..bytes.len() / 2]).unwrap();
+
+    add_file(&mut s);
+    let child = start(&s, None);
+    let expected = s.files * ROWS_PER_FILE;
+    assert!(eventually(
+        Duration::from_secs(60),
+        || output_ids(&s.output).len() as u64 >= expected
+    ));
+    let err = stop_with_savepoint(&s, child);
+    assert!(
+        err.contains(&format!("skipping checkpoint {latest}")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&torn.display().to_string()),
+        "the warning names the file: {err}"
+    );
+    assert!(
+        err.contains(&format!("from checkpoint {}", latest - 1)),
+        "{err}"
+    );
+    let ids = output_ids(&s.output);
+    assert!(
+        (0..expected).all(|i| ids.contains_key(&i)),
+        "no id may be lost"
+    );
+}
