@@ -8,7 +8,13 @@ use serde_json::{json, Value};
 
 use crate::*;
 
-const CASES: &str = "/work/shared/conformance/seatunnel";
+/// SeaTunnel's conformance pack: `$FERRY_CONFORMANCE_DIR`, or `shared/` beside the clone.
+fn cases_dir() -> PathBuf {
+    match std::env::var_os("FERRY_CONFORMANCE_DIR") {
+        Some(d) => d.into(),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/seatunnel"),
+    }
+}
 
 fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs
@@ -35,7 +41,7 @@ fn raw(p: &PluginConfig, key: &str) -> Value {
 
 /// The variables of each case in cases.tsv, with `$(date …)` evaluated to a fixed day.
 fn case_vars() -> HashMap<String, Vec<(String, String)>> {
-    let tsv = std::fs::read_to_string(Path::new(CASES).join("cases.tsv"))
+    let tsv = std::fs::read_to_string(cases_dir().join("cases.tsv"))
         .expect("conformance cases.tsv is readable");
     let mut out = HashMap::new();
     for line in tsv.lines().skip(1) {
@@ -67,14 +73,13 @@ fn conf_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 fn load_case(name: &str) -> JobFile {
     let vars = case_vars().remove(name).unwrap_or_default();
-    load_job(&Path::new(CASES).join("cases").join(name), &vars)
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    load_job(&cases_dir().join("cases").join(name), &vars).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 #[test]
 fn every_conformance_job_file_parses_and_is_wired() {
     let vars = case_vars();
-    let root = Path::new(CASES).join("cases");
+    let root = cases_dir().join("cases");
     let mut files = Vec::new();
     conf_files(&root, &mut files);
     assert!(files.len() >= 31, "found only {} job files", files.len());

@@ -15,7 +15,14 @@ use serde_json::{json, Value};
 
 use crate::{LocalFileSinkFactory, LocalFileSourceFactory};
 
-const DATA: &str = "/work/shared/conformance/seatunnel/data";
+/// The conformance pack's data files: `$FERRY_CONFORMANCE_DIR/data`, or `shared/` beside the clone.
+fn data_dir() -> PathBuf {
+    match std::env::var_os("FERRY_CONFORMANCE_DIR") {
+        Some(d) => PathBuf::from(d).join("data"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../../shared/conformance/seatunnel/data"),
+    }
+}
 
 fn full_fields() -> Value {
     let inner = json!({
@@ -51,7 +58,7 @@ fn job(mode: JobMode) -> JobContext {
 fn copy_into(src: &str, dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let to = dir.join(Path::new(src).file_name().unwrap());
-    std::fs::copy(Path::new(DATA).join(src), &to).unwrap();
+    std::fs::copy(data_dir().join(src), &to).unwrap();
     to
 }
 
