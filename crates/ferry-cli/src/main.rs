@@ -111,8 +111,13 @@ fn main() -> ExitCode {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
 }
 
 fn parse_vars(vars: &[String]) -> Result<Vec<(String, String)>, FerryError> {
@@ -130,7 +135,14 @@ fn load_plan(args: &JobArgs, job_id: Option<String>) -> Result<ferry_engine::Job
     for w in &job.warnings {
         tracing::warn!("{w}");
     }
-    build_plan(job, &registry::builtin(), &PlanOptions { parallelism: args.parallelism, job_id })
+    build_plan(
+        job,
+        &registry::builtin(),
+        &PlanOptions {
+            parallelism: args.parallelism,
+            job_id,
+        },
+    )
 }
 
 fn check(args: JobArgs) -> Result<ExitCode, FerryError> {
@@ -151,7 +163,10 @@ fn checkpoint_dir_or_default(dir: Option<PathBuf>) -> PathBuf {
 }
 
 fn now_secs() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
@@ -184,7 +199,14 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
     let mut memory_store = MemoryStore::default();
     let state = |store: &Option<FileStore>, s: JobState, last: Option<u64>| {
         if let Some(fs) = store {
-            let _ = fs.set_state(&JobInfo { job_id: plan.job.job_id.clone(), state: s, pid: std::process::id(), engine: "local".into(), last_checkpoint: last, updated: now_secs() });
+            let _ = fs.set_state(&JobInfo {
+                job_id: plan.job.job_id.clone(),
+                state: s,
+                pid: std::process::id(),
+                engine: "local".into(),
+                last_checkpoint: last,
+                updated: now_secs(),
+            });
         }
     };
     state(&file_store, JobState::Running, None);
@@ -201,21 +223,43 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
             Some(s) => s,
             None => &mut memory_store,
         };
-        ferry_engine::run(&plan, store, stop, metrics.clone(), plan.checkpoint.retry_times, plan.checkpoint.retry_interval)
+        ferry_engine::run(
+            &plan,
+            store,
+            stop,
+            metrics.clone(),
+            plan.checkpoint.retry_times,
+            plan.checkpoint.retry_interval,
+        )
     };
     watcher.store(true, Ordering::SeqCst);
     progress.store(true, Ordering::SeqCst);
     let elapsed = started.elapsed();
-    let last = file_store.as_mut().and_then(|s| s.latest().ok().flatten()).map(|(d, _)| d.id);
+    let last = file_store
+        .as_mut()
+        .and_then(|s| s.latest().ok().flatten())
+        .map(|(d, _)| d.id);
     match result {
         Ok(outcome) => {
-            state(&file_store, if outcome == RunOutcome::Savepoint { JobState::Savepoint } else { JobState::Finished }, last);
+            state(
+                &file_store,
+                if outcome == RunOutcome::Savepoint {
+                    JobState::Savepoint
+                } else {
+                    JobState::Finished
+                },
+                last,
+            );
             eprintln!("{}", summary(&plan, &metrics, elapsed, outcome));
             Ok(ExitCode::SUCCESS)
         }
         Err(FerryError::Cancelled) => {
             state(&file_store, JobState::Cancelled, last);
-            eprintln!("ferry: job '{}' cancelled after {:.2} s", plan.job.job_name, elapsed.as_secs_f64());
+            eprintln!(
+                "ferry: job '{}' cancelled after {:.2} s",
+                plan.job.job_name,
+                elapsed.as_secs_f64()
+            );
             Ok(ExitCode::from(130))
         }
         Err(e) => {
@@ -225,16 +269,30 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
     }
 }
 
-fn summary(plan: &ferry_engine::JobPlan, metrics: &Metrics, elapsed: Duration, outcome: RunOutcome) -> String {
+fn summary(
+    plan: &ferry_engine::JobPlan,
+    metrics: &Metrics,
+    elapsed: Duration,
+    outcome: RunOutcome,
+) -> String {
     let read = metrics.read();
     let written = metrics.written();
     let total_read: u64 = read.values().sum();
     let secs = elapsed.as_secs_f64().max(1e-9);
-    let fmt = |m: &std::collections::BTreeMap<String, u64>| m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ");
+    let fmt = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     format!(
         "ferry: job '{}' {} in {:.2} s: read {} [{}], wrote [{}], {:.0} rows/s",
         plan.job.job_name,
-        if outcome == RunOutcome::Savepoint { "stopped with a savepoint" } else { "finished" },
+        if outcome == RunOutcome::Savepoint {
+            "stopped with a savepoint"
+        } else {
+            "finished"
+        },
         secs,
         total_read,
         fmt(&read),
@@ -244,10 +302,14 @@ fn summary(plan: &ferry_engine::JobPlan, metrics: &Metrics, elapsed: Duration, o
 }
 
 /// SIGTERM / SIGINT, or a `control` file written by `ferry savepoint|cancel`, stop the job.
-fn watch_stop_requests(stop: StopHandle, control_file: Option<PathBuf>) -> Result<Arc<AtomicBool>, FerryError> {
+fn watch_stop_requests(
+    stop: StopHandle,
+    control_file: Option<PathBuf>,
+) -> Result<Arc<AtomicBool>, FerryError> {
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, term.clone()).map_err(|e| FerryError::internal(format!("cannot handle signals: {e}")))?;
+        signal_hook::flag::register(sig, term.clone())
+            .map_err(|e| FerryError::internal(format!("cannot handle signals: {e}")))?;
     }
     let done = Arc::new(AtomicBool::new(false));
     let done2 = done.clone();
@@ -282,23 +344,28 @@ fn start_progress(metrics: Arc<Metrics>) -> Arc<AtomicBool> {
         return done;
     }
     let done2 = done.clone();
-    let _ = std::thread::Builder::new().name("progress".into()).spawn(move || {
-        let start = Instant::now();
-        let mut printed = false;
-        while !done2.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(250));
-            if start.elapsed() >= Duration::from_secs(1) && !done2.load(Ordering::SeqCst) {
-                let read: u64 = metrics.read().values().sum();
-                let written: u64 = metrics.written().values().sum();
-                let secs = start.elapsed().as_secs_f64();
-                eprint!("\r\x1b[2Kferry: {secs:.0} s, read {read}, written {written}, {:.0} rows/s", read as f64 / secs);
-                printed = true;
+    let _ = std::thread::Builder::new()
+        .name("progress".into())
+        .spawn(move || {
+            let start = Instant::now();
+            let mut printed = false;
+            while !done2.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(250));
+                if start.elapsed() >= Duration::from_secs(1) && !done2.load(Ordering::SeqCst) {
+                    let read: u64 = metrics.read().values().sum();
+                    let written: u64 = metrics.written().values().sum();
+                    let secs = start.elapsed().as_secs_f64();
+                    eprint!(
+                        "\r\x1b[2Kferry: {secs:.0} s, read {read}, written {written}, {:.0} rows/s",
+                        read as f64 / secs
+                    );
+                    printed = true;
+                }
             }
-        }
-        if printed {
-            eprint!("\r\x1b[2K");
-        }
-    });
+            if printed {
+                eprint!("\r\x1b[2K");
+            }
+        });
     done
 }
 
@@ -312,14 +379,23 @@ fn jobs(dir: &Path) -> Result<ExitCode, FerryError> {
         }
     }
     rows.sort_by(|a, b| a.job_id.cmp(&b.job_id));
-    println!("{:<24} {:<10} {:<7} {:>8} {:>15}", "JOB ID", "STATE", "ENGINE", "PID", "LAST CHECKPOINT");
+    println!(
+        "{:<24} {:<10} {:<7} {:>8} {:>15}",
+        "JOB ID", "STATE", "ENGINE", "PID", "LAST CHECKPOINT"
+    );
     for r in rows {
         let state = match r.state {
             JobState::Running if !process_alive(r.pid) => "DEAD".to_string(),
             s => format!("{s:?}").to_uppercase(),
         };
-        let last = r.last_checkpoint.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
-        println!("{:<24} {:<10} {:<7} {:>8} {:>15}", r.job_id, state, r.engine, r.pid, last);
+        let last = r
+            .last_checkpoint
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<24} {:<10} {:<7} {:>8} {:>15}",
+            r.job_id, state, r.engine, r.pid, last
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -330,12 +406,20 @@ fn process_alive(pid: u32) -> bool {
 
 fn control(args: ControlArgs, what: &str) -> Result<ExitCode, FerryError> {
     let dir = checkpoint_dir_or_default(args.checkpoint_dir).join(&args.job_id);
-    let info = FileStore::read_state(&dir).map_err(|_| FerryError::config(format!("no job '{}' in {}", args.job_id, dir.display())))?;
+    let info = FileStore::read_state(&dir).map_err(|_| {
+        FerryError::config(format!("no job '{}' in {}", args.job_id, dir.display()))
+    })?;
     if info.state != JobState::Running || !process_alive(info.pid) {
-        return Err(FerryError::config(format!("job '{}' is not running (state {:?})", args.job_id, info.state)));
+        return Err(FerryError::config(format!(
+            "job '{}' is not running (state {:?})",
+            args.job_id, info.state
+        )));
     }
     ferry_checkpoint::write_control(&dir, what)?;
-    println!("ferry: asked job '{}' (pid {}) to {what}", args.job_id, info.pid);
+    println!(
+        "ferry: asked job '{}' (pid {}) to {what}",
+        args.job_id, info.pid
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -362,7 +446,10 @@ fn connectors(name: Option<&str>) -> Result<ExitCode, FerryError> {
             let mut show = |kind: &str, name: &str, desc: &str, opts: &[OptionSpec]| {
                 found = true;
                 println!("{name} ({kind}): {desc}\n");
-                println!("{:<32} {:<24} {:<9} {:<12} DESCRIPTION", "OPTION", "TYPE", "REQUIRED", "DEFAULT");
+                println!(
+                    "{:<32} {:<24} {:<9} {:<12} DESCRIPTION",
+                    "OPTION", "TYPE", "REQUIRED", "DEFAULT"
+                );
                 for o in opts {
                     println!(
                         "{:<32} {:<24} {:<9} {:<12} {}",
@@ -385,9 +472,18 @@ fn connectors(name: Option<&str>) -> Result<ExitCode, FerryError> {
                 show("sink", f.name(), f.description(), f.options());
             }
             if !found {
-                let all: Vec<&str> = reg.sources().map(|f| f.name()).chain(reg.transforms().map(|f| f.name())).chain(reg.sinks().map(|f| f.name())).collect();
-                let hint = ferry_api::error::nearest(n, all.iter().copied()).map(|s| format!("did you mean '{s}'? ")).unwrap_or_default();
-                return Err(FerryError::config(format!("no connector or transform named '{n}' ({hint}`ferry connectors` lists them)")));
+                let all: Vec<&str> = reg
+                    .sources()
+                    .map(|f| f.name())
+                    .chain(reg.transforms().map(|f| f.name()))
+                    .chain(reg.sinks().map(|f| f.name()))
+                    .collect();
+                let hint = ferry_api::error::nearest(n, all.iter().copied())
+                    .map(|s| format!("did you mean '{s}'? "))
+                    .unwrap_or_default();
+                return Err(FerryError::config(format!(
+                    "no connector or transform named '{n}' ({hint}`ferry connectors` lists them)"
+                )));
             }
         }
     }
