@@ -12,3 +12,6 @@ pub mod runtime;
 pub use metrics::Metrics;
 pub use plan::{build_plan, Delivery, JobPlan, PlanOptions};
 pub use runtime::{run, RunOutcome, StopHandle};
+
+#[cfg(test)]
+mod tests;

@@ -725,7 +725,12 @@ impl Coordinator<'_> {
                     ));
                 }
             }
-            let ev = match self.ev_rx.recv_timeout(Duration::from_millis(50)) {
+            // Wake up in time for the next periodic checkpoint.
+            let wait = interval
+                .map(|i| i.saturating_sub(last_checkpoint.elapsed()))
+                .unwrap_or(Duration::from_millis(50))
+                .clamp(Duration::from_millis(1), Duration::from_millis(50));
+            let ev = match self.ev_rx.recv_timeout(wait) {
                 Ok(ev) => ev,
                 Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) => {
