@@ -154,7 +154,9 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         let factory = registry
             .find_source(&p.name)
             .ok_or_else(|| unknown_plugin(&p, registry.sources().map(|f| f.name())))?;
-        let source = factory.create(&mut p.options, &ctx)?;
+        let source = factory
+            .create(&mut p.options, &ctx)
+            .map_err(|e| in_plugin(e, &p))?;
         let mut tables = source.tables();
         if tables.is_empty() {
             return Err(p.options.error("", "the source declares no table"));
@@ -180,7 +182,9 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
             .find_transform(&p.name)
             .ok_or_else(|| unknown_plugin(&p, registry.transforms().map(|f| f.name())))?;
         let input = input_tables(&p, &streams)?;
-        let transform = factory.create(&mut p.options, &input, &ctx)?;
+        let transform = factory
+            .create(&mut p.options, &input, &ctx)
+            .map_err(|e| in_plugin(e, &p))?;
         let mut tables = transform.output_tables();
         // A transform that names its output table itself (TableRename, TableMerge) keeps
         // that name; one that passes the table through takes the stream's name.
@@ -208,7 +212,9 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
             .find_sink(&p.name)
             .ok_or_else(|| unknown_plugin(&p, registry.sinks().map(|f| f.name())))?;
         let input = input_tables(&p, &streams)?;
-        let sink = factory.create(&mut p.options, &input, &ctx)?;
+        let sink = factory
+            .create(&mut p.options, &input, &ctx)
+            .map_err(|e| in_plugin(e, &p))?;
         sinks.push(SinkNode {
             label: p.name.clone(),
             plugin: p.name.clone(),
@@ -317,6 +323,35 @@ fn input_tables(
         }
     }
     Ok(out)
+}
+
+/// Says which plugin of which job file met an outside or data error while being set up
+/// (a missing path, an unreachable database); configuration errors say it already.
+fn in_plugin(e: FerryError, p: &PluginConfig) -> FerryError {
+    let loc = p.options.location();
+    let place = match loc.line {
+        Some(l) => format!("{}:{l}: {}", loc.file, loc.describe()),
+        None => format!("{}: {}", loc.file, loc.describe()),
+    };
+    match e {
+        FerryError::External { component, message } => FerryError::External {
+            component: place,
+            message: strip_component(&component, message),
+        },
+        FerryError::Data { component, message } => FerryError::Data {
+            component: place,
+            message: strip_component(&component, message),
+        },
+        other => other,
+    }
+}
+
+/// The message without a repeated plugin name (`LocalFile: LocalFile: …`).
+fn strip_component(component: &str, message: String) -> String {
+    match message.strip_prefix(&format!("{component}: ")) {
+        Some(rest) => rest.to_string(),
+        None => message,
+    }
 }
 
 fn unknown_plugin<'a>(p: &PluginConfig, names: impl Iterator<Item = &'a str>) -> FerryError {
