@@ -26,7 +26,8 @@ pub fn builtin() -> Registry {
         .transform(ferry_transforms::FieldRenameTransformFactory)
         .transform(ferry_transforms::TableRenameTransformFactory)
         .transform(ferry_transforms::TableMergeTransformFactory)
-        .transform(ferry_transforms::TableFilterTransformFactory);
+        .transform(ferry_transforms::TableFilterTransformFactory)
+        .transform(ferry_transforms::JsonPathTransformFactory);
     #[cfg(feature = "sql")]
     let r = r.transform(ferry_sql::SqlTransformFactory);
     r
