@@ -13,6 +13,9 @@
 //! path (names and single indices only) yields its one value and fails when there is none,
 //! and any other path yields the list of what it matched (possibly empty).
 //!
+//! Text that strict JSON rejects is read permissively, as SeaTunnel's json-smart parser does
+//! (unquoted keys and text values, single-quoted strings; see `lenient.rs`).
+//!
 //! A value that cannot be read (the source is not JSON, a definite path matches nothing,
 //! the result does not convert to `dest_type`) is an error handled by the column's
 //! `column_error_handle_way` (`SKIP`: the field is null; `SKIP_ROW`: the row is dropped;
@@ -33,6 +36,8 @@ use ferry_api::{
 };
 use serde_json::{Map, Value};
 use serde_json_path::JsonPath;
+
+mod lenient;
 
 use crate::common::{
     block_string, check_block_keys, find_field, object_list, PerTable, Placement, TablePlan,
@@ -408,15 +413,19 @@ impl JsonPathPlan {
         let rows = array.len();
         let mut docs = Vec::with_capacity(rows);
         let mut bad = Vec::new();
-        let mut parse = |row: usize, text: &str, docs: &mut Vec<Value>| match serde_json::from_str::<
-            Value,
-        >(text)
-        {
-            Ok(v) => docs.push(v),
-            Err(e) => {
-                bad.push((row, format!("value {} is not JSON: {e}", abbreviate(text))));
-                docs.push(Value::Null);
-            }
+        let mut parse = |row: usize, text: &str, docs: &mut Vec<Value>| {
+            let doc = match serde_json::from_str::<Value>(text) {
+                Ok(v) => v,
+                // Only text that strict JSON rejects pays for the permissive reader.
+                Err(e) => match lenient::parse(text) {
+                    Some(v) => v,
+                    None => {
+                        bad.push((row, format!("value {} is not JSON: {e}", abbreviate(text))));
+                        Value::Null
+                    }
+                },
+            };
+            docs.push(doc);
         };
         match source.kind {
             SourceKind::Text => {
