@@ -1,1 +1,385 @@
-//! End-to-end tests of the Spark engine.
+//! The Spark engine end to end: SeaTunnel's conformance cases, the same job on both
+//! engines, and a streaming savepoint/restore, on a local Spark (pyspark 4.1 installed by
+//! `scripts/setup-spark`). Spark tests run one at a time: each starts a JVM.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{conformance_dir, eventually, ferry, rewrite_paths, visible_lines, wait_for};
+
+/// One Spark session at a time: two JVMs on a small machine make both slow.
+static SPARK: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SPARK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The Python of the Spark environment, as `ferry run --engine spark` finds it.
+fn spark_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("FERRY_SPARK_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = std::env::var_os("FERRY_SPARK_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+                .join(".cache/ferry/spark-venv")
+        });
+    let py = venv.join("bin/python");
+    assert!(
+        py.exists(),
+        "{} is missing: run scripts/setup-spark first",
+        py.display()
+    );
+    py
+}
+
+struct Case {
+    path: String,
+    mode: String,
+    setup: Vec<(String, String)>,
+    vars: Vec<(String, String)>,
+}
+
+/// The cases of the conformance pack (`cases.tsv`), as tests/conformance.rs reads them.
+fn cases() -> Vec<Case> {
+    let tsv = std::fs::read_to_string(conformance_dir().join("cases.tsv"))
+        .expect("cases.tsv is readable");
+    tsv.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            let pairs = |i: usize, sep: &str| -> Vec<(String, String)> {
+                cols.get(i)
+                    .map(|c| {
+                        c.split(';')
+                            .filter(|p| !p.is_empty())
+                            .filter_map(|p| {
+                                p.split_once(sep)
+                                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            Case {
+                path: cols[0].to_string(),
+                mode: cols.get(1).unwrap_or(&"batch").to_string(),
+                setup: pairs(2, "=>"),
+                vars: pairs(3, "="),
+            }
+        })
+        .collect()
+}
+
+fn shell_eval(value: &str) -> String {
+    if !value.contains("$(") {
+        return value.to_string();
+    }
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf '%s' \"{value}\""))
+        .output()
+        .expect("sh runs");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// Prepares case `c` under `root` (paths rewritten, data copied); returns the job file
+/// and its variables.
+fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
+    let dir = conformance_dir();
+    let text =
+        std::fs::read_to_string(dir.join("cases").join(&c.path)).expect("case file is readable");
+    for (data, target) in &c.setup {
+        let target = PathBuf::from(rewrite_paths(target, root));
+        std::fs::create_dir_all(target.parent().expect("target has a parent"))
+            .expect("create data dir");
+        std::fs::copy(dir.join("data").join(data), &target).expect("copy data file");
+    }
+    let job = root.join(
+        Path::new(&c.path)
+            .file_name()
+            .expect("case has a file name"),
+    );
+    std::fs::write(&job, rewrite_paths(&text, root)).expect("write job file");
+    let vars = c
+        .vars
+        .iter()
+        .map(|(k, v)| format!("{k}={}", shell_eval(v)))
+        .collect();
+    (job, vars)
+}
+
+#[test]
+fn every_batch_conformance_case_passes_on_spark_in_one_session() {
+    let _one = serial();
+    let roots = tempfile::tempdir().unwrap();
+    let mut manifest = String::new();
+    let batch: Vec<Case> = cases().into_iter().filter(|c| c.mode == "batch").collect();
+    for (i, c) in batch.iter().enumerate() {
+        let root = roots.path().join(i.to_string());
+        std::fs::create_dir_all(&root).unwrap();
+        let (job, vars) = prepare(c, &root);
+        let entry = serde_json::json!({"name": c.path, "job": job, "vars": vars});
+        manifest.push_str(&format!("{entry}\n"));
+    }
+    let list = roots.path().join("manifest.jsonl");
+    std::fs::write(&list, manifest).unwrap();
+    let py = spark_python();
+    let started = Instant::now();
+    let mut child = Command::new(&py)
+        .args(["-m", "ferry_spark", "--manifest"])
+        .arg(&list)
+        .env("PYSPARK_PYTHON", &py)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the Spark driver starts");
+    let status = wait_for(
+        &mut child,
+        Duration::from_secs(600),
+        "the conformance run on Spark",
+    );
+    let out = child.wait_with_output().expect("collect output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stdout}");
+    eprintln!(
+        "{} cases in {:.1} s",
+        batch.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let ok = stdout.lines().filter(|l| l.starts_with("ok ")).count();
+    let failed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("FAILED "))
+        .collect();
+    assert!(
+        failed.is_empty() && status.success(),
+        "{} of {} cases failed on Spark:\n{}\n{stderr}",
+        failed.len(),
+        batch.len(),
+        failed.join("\n")
+    );
+    assert_eq!(
+        ok,
+        batch.len(),
+        "every case reports a result:\n{stdout}\n{stderr}"
+    );
+}
+
+fn run_spark(args: &[&str], job: &Path) -> std::process::Output {
+    let mut c = ferry();
+    c.arg("run").arg(job).args(["--engine", "spark"]).args(args);
+    c.output().expect("ferry runs")
+}
+
+/// Sorted lines of every visible file under `dir`.
+fn sorted_lines(dir: &Path) -> Vec<String> {
+    let mut v = visible_lines(dir);
+    v.sort();
+    v
+}
+
+#[test]
+fn the_same_job_gives_the_same_rows_on_both_engines() {
+    let _one = serial();
+    let root = tempfile::tempdir().unwrap();
+    let job = |out: &Path| {
+        format!(
+            r#"
+env {{ job.mode = BATCH, parallelism = 2 }}
+source {{
+  FakeSource {{
+    plugin_output = fake
+    row.num = 500
+    split.num = 3
+    schema = {{ fields {{
+      id = bigint, name = string, price = "decimal(12, 3)", at = time, ts = timestamp, day = date,
+      ok = boolean, tags = "array<string>", attrs = "map<string, int>", r = {{ x = int, y = string }}
+    }} }}
+  }}
+}}
+transform {{
+  Sql {{ plugin_input = fake, plugin_output = q, query = "select id, name, price, at, ts, day, ok, tags, attrs, r from fake where id % 3 <> 0" }}
+  Replace {{ plugin_input = q, plugin_output = out, replace_field = name, pattern = "a", replacement = "A" }}
+}}
+sink {{ LocalFile {{ plugin_input = out, path = "{}", file_format_type = json }} }}
+"#,
+            out.display()
+        )
+    };
+    let local_out = root.path().join("local");
+    let spark_out = root.path().join("spark");
+    std::fs::write(root.path().join("local.conf"), job(&local_out)).unwrap();
+    std::fs::write(root.path().join("spark.conf"), job(&spark_out)).unwrap();
+    let out = ferry()
+        .arg("run")
+        .arg(root.path().join("local.conf"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "local: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run_spark(&[], &root.path().join("spark.conf"));
+    assert!(
+        out.status.success(),
+        "spark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let local = sorted_lines(&local_out);
+    let spark = sorted_lines(&spark_out);
+    assert!(local.len() > 300, "the job writes rows: {}", local.len());
+    assert_eq!(local.len(), spark.len());
+    assert_eq!(local, spark, "the engines wrote different rows");
+}
+
+fn start_spark(job: &Path, job_id: &str, ckpt: &Path) -> Child {
+    ferry()
+        .arg("run")
+        .arg(job)
+        .args(["--engine", "spark", "--job-id", job_id, "--checkpoint-dir"])
+        .arg(ckpt)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry starts")
+}
+
+fn wait_running(job_id: &str, ckpt: &Path) {
+    let running = eventually(Duration::from_secs(60), || {
+        let out = ferry()
+            .args(["jobs", "--checkpoint-dir"])
+            .arg(ckpt)
+            .output()
+            .expect("ferry jobs runs");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.starts_with(job_id) && l.contains("RUNNING") && l.contains("spark"))
+    });
+    assert!(running, "job {job_id} never showed as a running Spark job");
+}
+
+fn savepoint(job_id: &str, ckpt: &Path) {
+    let out = ferry()
+        .args(["savepoint", job_id, "--checkpoint-dir"])
+        .arg(ckpt)
+        .output()
+        .expect("ferry savepoint runs");
+    assert!(
+        out.status.success(),
+        "savepoint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn stderr_of(child: Child) -> String {
+    let out = child.wait_with_output().expect("collect output");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+/// The conformance pack's savepoint-restore scenario on Spark: FakeSource STREAMING
+/// (100 rows in 5 splits, one every 3 s) into a transactional LocalFile sink, a
+/// savepoint part-way, a restore, and exactly 100 distinct rows in the end.
+#[test]
+fn streaming_savepoint_and_restore_write_every_row_once() {
+    let _one = serial();
+    let root = tempfile::tempdir().unwrap();
+    let cases = conformance_dir().join("cases/engine");
+    let stream = root.path().join("stream.conf");
+    let text = std::fs::read_to_string(cases.join("stream_fakesource_to_localfile.conf")).unwrap();
+    // Micro-batches of 4 s instead of the default 10 s checkpoint interval keep the test short.
+    let text = rewrite_paths(&text, root.path()).replace(
+        "job.mode = \"STREAMING\"",
+        "job.mode = \"STREAMING\"\n  checkpoint.interval = 4000",
+    );
+    std::fs::write(&stream, text).unwrap();
+    let assert_job = root.path().join("assert.conf");
+    let text = std::fs::read_to_string(cases.join("stream_sink_file_text_to_assert.conf")).unwrap();
+    std::fs::write(&assert_job, rewrite_paths(&text, root.path())).unwrap();
+    let sink_dir = root
+        .path()
+        .join("tmp/seatunnel/config/checkpoint-streaming-enable-test-resources/sinkfile");
+    let ckpt = root.path().join("checkpoints");
+
+    let mut first = start_spark(&stream, "sstream", &ckpt);
+    wait_running("sstream", &ckpt);
+    // Part-way: some rows are out, not all.
+    let some = eventually(Duration::from_secs(90), || {
+        !visible_lines(&sink_dir).is_empty()
+    });
+    if let Ok(Some(status)) = first.try_wait() {
+        panic!(
+            "the streaming job ended by itself ({status}): {}",
+            stderr_of(first)
+        );
+    }
+    assert!(some, "the first run wrote nothing");
+    savepoint("sstream", &ckpt);
+    let status = wait_for(&mut first, Duration::from_secs(90), "first run");
+    let err = stderr_of(first);
+    assert!(status.success(), "first run: {err}");
+    assert!(err.contains("stopped with a savepoint"), "{err}");
+    let after_first = visible_lines(&sink_dir).len();
+    let out = ferry()
+        .args(["jobs", "--checkpoint-dir"])
+        .arg(&ckpt)
+        .output()
+        .unwrap();
+    let jobs = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        jobs.lines()
+            .any(|l| l.starts_with("sstream") && l.contains("SAVEPOINT") && l.contains("spark")),
+        "{jobs}"
+    );
+
+    let mut second = start_spark(&stream, "sstream", &ckpt);
+    wait_running("sstream", &ckpt);
+    let all = eventually(Duration::from_secs(90), || {
+        visible_lines(&sink_dir).len() >= 100
+    });
+    savepoint("sstream", &ckpt);
+    let status = wait_for(&mut second, Duration::from_secs(90), "restored run");
+    let err = stderr_of(second);
+    assert!(status.success(), "restored run: {err}");
+    assert!(
+        all,
+        "the restored job wrote {} of 100 rows ({after_first} after the first run)",
+        visible_lines(&sink_dir).len()
+    );
+
+    let out = ferry().arg("run").arg(&assert_job).output().unwrap();
+    assert!(
+        out.status.success(),
+        "assert job: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = sorted_lines(&sink_dir);
+    let mut distinct = lines.clone();
+    distinct.dedup();
+    assert_eq!((lines.len(), distinct.len()), (100, 100), "every row once");
+}
+
+#[test]
+fn a_job_file_error_is_reported_before_spark_starts() {
+    let root = tempfile::tempdir().unwrap();
+    let job = root.path().join("bad.conf");
+    std::fs::write(&job, "source { FakeSource { row.nmu = 3, schema = { fields { id = int } } } }\nsink { Console {} }\n").unwrap();
+    let started = Instant::now();
+    let out = run_spark(&[], &job);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("bad.conf:1") && err.contains("row.nmu"),
+        "{err}"
+    );
+    assert!(!err.contains("session started"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}

@@ -1,6 +1,7 @@
 //! `ferry`: runs Apache SeaTunnel job files on Ferry's embedded engine.
 
 mod registry;
+mod spark;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -79,6 +80,9 @@ struct RunArgs {
     /// Directory of checkpoints (default with --job-id: $FERRY_HOME/checkpoints).
     #[arg(long, env = "FERRY_CHECKPOINT_DIR")]
     checkpoint_dir: Option<PathBuf>,
+    /// Spark master URL with `--engine spark` (default `local[*]`).
+    #[arg(long)]
+    master: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -171,7 +175,7 @@ fn now_secs() -> u64 {
 
 fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
     if args.engine == Engine::Spark {
-        return Err(FerryError::config("the Spark engine is not available in this build yet (see docs/spark.md); run with --engine local"));
+        return spark::run(&args);
     }
     let plan = load_plan(&args.job, args.job_id.clone())?;
     eprintln!(

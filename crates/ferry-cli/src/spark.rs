@@ -1,0 +1,131 @@
+//! `ferry run --engine spark`: hands the job to the Spark driver (`python -m ferry_spark`)
+//! of the virtual environment that `scripts/setup-spark` prepares, replacing this process
+//! so that signals, the exit code and the process id `ferry jobs` shows are the driver's.
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use ferry_api::FerryError;
+
+use crate::RunArgs;
+
+/// The Python of the Spark virtual environment: `$FERRY_SPARK_PYTHON`, else
+/// `$FERRY_SPARK_VENV/bin/python`, else `~/.cache/ferry/spark-venv/bin/python`.
+pub fn python() -> Result<PathBuf, FerryError> {
+    if let Some(p) = std::env::var_os("FERRY_SPARK_PYTHON") {
+        return Ok(PathBuf::from(p));
+    }
+    let venv = std::env::var_os("FERRY_SPARK_VENV")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ferry/spark-venv"))
+        });
+    let py = venv.map(|v| v.join("bin/python")).filter(|p| p.exists());
+    py.ok_or_else(|| {
+        FerryError::config(
+            "the Spark engine is not installed: run scripts/setup-spark (or set FERRY_SPARK_VENV to its virtual environment)",
+        )
+    })
+}
+
+/// The driver's command line for `args`.
+fn command(args: &RunArgs) -> Result<Command, FerryError> {
+    let py = python()?;
+    let mut c = Command::new(&py);
+    c.args(["-m", "ferry_spark"]).arg(&args.job.job);
+    for v in &args.job.variables {
+        c.arg("-i").arg(v);
+    }
+    if let Some(p) = args.job.parallelism {
+        c.arg("-p").arg(p.to_string());
+    }
+    if let Some(m) = &args.master {
+        c.arg("--master").arg(m);
+    }
+    if let Some(id) = &args.job_id {
+        c.arg("--job-id").arg(id);
+    }
+    if args.job_id.is_some() || args.checkpoint_dir.is_some() {
+        c.arg("--checkpoint-dir")
+            .arg(crate::checkpoint_dir_or_default(
+                args.checkpoint_dir.clone(),
+            ));
+    }
+    // Spark's workers run this Python too: it has the native module.
+    c.env("PYSPARK_PYTHON", &py)
+        .env("PYSPARK_DRIVER_PYTHON", &py);
+    Ok(c)
+}
+
+/// Runs the job on Spark; returns only when the driver could not be started.
+pub fn run(args: &RunArgs) -> Result<ExitCode, FerryError> {
+    crate::parse_vars(&args.job.variables)?;
+    let mut c = command(args)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let e = c.exec();
+        Err(FerryError::external(
+            "spark",
+            format!("cannot start the Spark driver: {e}"),
+        ))
+    }
+    #[cfg(not(unix))]
+    {
+        let status = c.status().map_err(|e| {
+            FerryError::external("spark", format!("cannot start the Spark driver: {e}"))
+        })?;
+        Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn the_driver_gets_the_job_its_variables_and_where_checkpoints_go() {
+        std::env::set_var("FERRY_SPARK_PYTHON", "/opt/py/bin/python");
+        let cli = crate::Cli::parse_from([
+            "ferry",
+            "run",
+            "j.conf",
+            "--engine",
+            "spark",
+            "-i",
+            "a=1",
+            "--master",
+            "local[2]",
+            "--job-id",
+            "x",
+            "--checkpoint-dir",
+            "/ck",
+        ]);
+        let crate::Command::Run(args) = cli.command else {
+            panic!("not a run")
+        };
+        let c = command(&args).unwrap();
+        let argv: Vec<String> = c
+            .get_args()
+            .map(|a| a.to_string_lossy().to_string())
+            .collect();
+        assert_eq!(
+            argv,
+            [
+                "-m",
+                "ferry_spark",
+                "j.conf",
+                "-i",
+                "a=1",
+                "--master",
+                "local[2]",
+                "--job-id",
+                "x",
+                "--checkpoint-dir",
+                "/ck"
+            ]
+        );
+        assert_eq!(c.get_program(), "/opt/py/bin/python");
+    }
+}

@@ -1,0 +1,344 @@
+//! A job as the Spark engine carries it: the job file's text and variables travel to
+//! every Spark worker, which builds the same plan with `ferry_engine::build_plan` and the
+//! same registry as the `ferry` binary. No connector or planning logic lives here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use ferry_api::{Boundedness, FerryError, JobMode, Result, TableSchema};
+use ferry_engine::{build_plan, Delivery, JobPlan, PlanOptions};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::convert::spark_schema_json;
+
+/// What a worker needs to rebuild a job's plan: serialised into every Spark partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// The job file's text.
+    pub text: String,
+    /// The job file's path, for messages and relative includes.
+    pub file: String,
+    /// User variables (`-i`), plus the environment variables the text refers to, read on
+    /// the driver so that every worker resolves `${name}` the same way.
+    pub vars: BTreeMap<String, String>,
+    /// Default parallelism from the command line.
+    pub parallelism: Option<usize>,
+    /// The job id (`--job-id`).
+    pub job_id: Option<String>,
+}
+
+impl JobSpec {
+    /// Reads the job file at `path` on the driver.
+    pub fn from_file(
+        path: &Path,
+        user_vars: &[(String, String)],
+        parallelism: Option<usize>,
+        job_id: Option<String>,
+    ) -> Result<Self> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| FerryError::config(format!("{file}: cannot read the job file: {e}")))?;
+        let mut vars = BTreeMap::new();
+        // `load_job` falls back on the environment; workers may run elsewhere, so the
+        // driver's values of the names the text mentions travel with the job.
+        for (k, v) in std::env::vars() {
+            if text.contains(&format!("${{{k}")) || text.contains(&format!("${{?{k}")) {
+                vars.insert(k, v);
+            }
+        }
+        for (k, v) in user_vars {
+            vars.insert(k.clone(), v.clone());
+        }
+        Ok(JobSpec {
+            text,
+            file,
+            vars,
+            parallelism,
+            job_id,
+        })
+    }
+
+    /// The spec as JSON text (what partitions carry).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parses [`JobSpec::to_json`]'s output.
+    pub fn from_json(text: &str) -> Result<Self> {
+        serde_json::from_str(text)
+            .map_err(|e| FerryError::internal(format!("malformed job spec: {e}")))
+    }
+}
+
+/// A job's spec and its plan.
+#[derive(Debug)]
+pub struct SparkJob {
+    /// What it was built from.
+    pub spec: JobSpec,
+    /// The plan, with every plugin created.
+    pub plan: JobPlan,
+    /// Warnings from reading the job file.
+    pub warnings: Vec<String>,
+}
+
+impl SparkJob {
+    /// Parses the job file and builds its plan through the built-in registry.
+    pub fn build(spec: JobSpec) -> Result<Self> {
+        let vars: HashMap<String, String> = spec
+            .vars
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let job = ferry_config::parse_job(&spec.text, &spec.file, &vars)?;
+        let warnings = job.warnings.clone();
+        let plan = build_plan(
+            job,
+            &ferry_plugins::builtin(),
+            &PlanOptions {
+                parallelism: spec.parallelism,
+                job_id: spec.job_id.clone(),
+            },
+        )?;
+        Ok(SparkJob {
+            spec,
+            plan,
+            warnings,
+        })
+    }
+
+    /// The one table a stream carries: the Spark engine maps a stream to one data frame.
+    pub fn stream_table(&self, stream: &str) -> Result<TableSchema> {
+        // A transform may define a stream again under the same name: the last one counts.
+        let tables = self
+            .plan
+            .transforms
+            .iter()
+            .rev()
+            .find(|t| t.output == stream)
+            .map(|t| &t.tables)
+            .or_else(|| {
+                self.plan
+                    .sources
+                    .iter()
+                    .find(|s| s.output == stream)
+                    .map(|s| &s.tables)
+            })
+            .ok_or_else(|| {
+                FerryError::internal(format!("no stream named '{stream}' in the plan"))
+            })?;
+        match tables.as_slice() {
+            [one] => Ok(one.clone()),
+            _ => Err(FerryError::config(format!(
+                "stream '{stream}' carries {} tables; the Spark engine carries one table per stream (run this job with --engine local)",
+                tables.len()
+            ))),
+        }
+    }
+
+    /// The schema of the input of sink `index` (its one input stream).
+    pub fn sink_input(&self, index: usize) -> Result<TableSchema> {
+        let sink = self
+            .plan
+            .sinks
+            .get(index)
+            .ok_or_else(|| FerryError::internal(format!("no sink {index}")))?;
+        match sink.inputs.as_slice() {
+            [one] => self.stream_table(one),
+            _ => Err(FerryError::config(format!(
+                "sink {} reads {} streams; the Spark engine supports one input per sink (run this job with --engine local)",
+                sink.label,
+                sink.inputs.len()
+            ))),
+        }
+    }
+
+    /// The schema of the input of transform `index`.
+    pub fn transform_input(&self, index: usize) -> Result<TableSchema> {
+        let t = self
+            .plan
+            .transforms
+            .get(index)
+            .ok_or_else(|| FerryError::internal(format!("no transform {index}")))?;
+        match t.inputs.as_slice() {
+            [one] => {
+                // The latest definition of the stream before this transform.
+                if let Some(prev) = self.plan.transforms[..index].iter().rev().find(|p| &p.output == one) {
+                    return single(one, &prev.tables);
+                }
+                let src = self.plan.sources.iter().find(|s| &s.output == one);
+                let src = src.ok_or_else(|| FerryError::internal(format!("no stream named '{one}' in the plan")))?;
+                single(one, &src.tables)
+            }
+            _ => Err(FerryError::config(format!(
+                "transform {} reads {} streams; the Spark engine supports one input per transform (run this job with --engine local)",
+                t.plugin,
+                t.inputs.len()
+            ))),
+        }
+    }
+
+    /// The plan as the Python driver reads it: sources, transforms and sinks with their
+    /// streams and Spark schemas, mode, checkpoint interval and delivery.
+    pub fn plan_json(&self) -> Result<Value> {
+        let p = &self.plan;
+        let mut sources = Vec::new();
+        for (i, s) in p.sources.iter().enumerate() {
+            let t = single(&s.output, &s.tables)?;
+            sources.push(json!({
+                "index": i,
+                "plugin": s.plugin,
+                "output": s.output,
+                "parallelism": s.parallelism,
+                "bounded": s.source.boundedness() == Boundedness::Bounded,
+                "schema": spark_schema_json(&t.schema)?,
+            }));
+        }
+        let mut transforms = Vec::new();
+        for (i, t) in p.transforms.iter().enumerate() {
+            self.transform_input(i)?;
+            let out = single(&t.output, &t.tables)?;
+            transforms.push(json!({
+                "index": i,
+                "plugin": t.plugin,
+                "inputs": t.inputs,
+                "output": t.output,
+                "schema": spark_schema_json(&out.schema)?,
+            }));
+        }
+        let mut sinks = Vec::new();
+        for (i, s) in p.sinks.iter().enumerate() {
+            self.sink_input(i)?;
+            sinks.push(json!({
+                "index": i,
+                "plugin": s.plugin,
+                "label": s.label,
+                "inputs": s.inputs,
+                "parallelism": s.parallelism,
+            }));
+        }
+        let (delivery, reason) = match &p.delivery {
+            Delivery::ExactlyOnce => ("exactly-once", Value::Null),
+            Delivery::AtLeastOnce(why) => ("at-least-once", Value::String(why.clone())),
+        };
+        Ok(json!({
+            "name": p.job.job_name,
+            "job_id": p.job.job_id,
+            "mode": if p.job.mode == JobMode::Batch { "BATCH" } else { "STREAMING" },
+            "delivery": delivery,
+            "delivery_reason": reason,
+            "checkpoint_interval_ms": p.checkpoint.interval_ms,
+            "fingerprint": p.fingerprint,
+            "sources": sources,
+            "transforms": transforms,
+            "sinks": sinks,
+            "warnings": self.warnings,
+        }))
+    }
+}
+
+fn single(stream: &str, tables: &[TableSchema]) -> Result<TableSchema> {
+    match tables {
+        [one] => Ok(one.clone()),
+        _ => Err(FerryError::config(format!(
+            "stream '{stream}' carries {} tables; the Spark engine carries one table per stream (run this job with --engine local)",
+            tables.len()
+        ))),
+    }
+}
+
+type Cache = Mutex<HashMap<String, Arc<SparkJob>>>;
+
+/// The plan of the job in `spec_json`, built once per process: Spark's Python workers are
+/// reused across tasks, and building a plan (a SQL query, a file listing) is not free.
+pub fn cached(spec_json: &str) -> Result<Arc<SparkJob>> {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(j) = cache
+        .lock()
+        .map_err(|_| FerryError::internal("job cache poisoned"))?
+        .get(spec_json)
+    {
+        return Ok(j.clone());
+    }
+    let job = Arc::new(SparkJob::build(JobSpec::from_json(spec_json)?)?);
+    let mut c = cache
+        .lock()
+        .map_err(|_| FerryError::internal("job cache poisoned"))?;
+    // A worker serves one application; a handful of jobs is the most it sees.
+    if c.len() >= 16 {
+        c.clear();
+    }
+    c.insert(spec_json.to_string(), job.clone());
+    Ok(job)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn spec(text: &str) -> JobSpec {
+        JobSpec {
+            text: text.into(),
+            file: "job.conf".into(),
+            vars: BTreeMap::new(),
+            parallelism: None,
+            job_id: None,
+        }
+    }
+
+    const FAKE: &str = r#"
+        env { job.mode = BATCH, parallelism = 2 }
+        source { FakeSource { plugin_output = fake, row.num = 10, schema = { fields { id = bigint, t = time } } } }
+        transform { Filter { plugin_input = fake, plugin_output = f, include_fields = [id] } }
+        sink { Assert { plugin_input = f, rules { row_rules = [{ rule_type = MIN_ROW, rule_value = 10 }] } } }
+    "#;
+
+    #[test]
+    fn plan_json_lists_streams_with_spark_schemas() {
+        let job = SparkJob::build(spec(FAKE)).unwrap();
+        let j = job.plan_json().unwrap();
+        assert_eq!(j["mode"], "BATCH");
+        assert_eq!(j["sources"][0]["parallelism"], 2);
+        assert_eq!(j["sources"][0]["schema"]["fields"][1]["type"], "string");
+        assert_eq!(j["transforms"][0]["inputs"][0], "fake");
+        assert_eq!(
+            j["transforms"][0]["schema"]["fields"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(j["sinks"][0]["inputs"][0], "f");
+        assert_eq!(job.sink_input(0).unwrap().schema.fields().len(), 1);
+    }
+
+    #[test]
+    fn the_spec_round_trips_and_the_cache_returns_one_plan() {
+        let s = spec(FAKE);
+        assert_eq!(JobSpec::from_json(&s.to_json()).unwrap(), s);
+        let a = cached(&s.to_json()).unwrap();
+        let b = cached(&s.to_json()).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+
+    #[test]
+    fn errors_in_the_job_file_name_the_file() {
+        let e = SparkJob::build(spec("source { NoSuch {} }\nsink { Console {} }"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("job.conf") && e.contains("NoSuch"), "{e}");
+    }
+
+    #[test]
+    fn environment_variables_the_text_mentions_travel_with_the_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j.conf");
+        std::fs::write(&p, "env { job.name = ${HOME} }").unwrap();
+        let s = JobSpec::from_file(&p, &[("x".into(), "1".into())], None, None).unwrap();
+        assert!(s.vars.contains_key("HOME"));
+        assert!(!s.vars.contains_key("PATH"));
+        assert_eq!(s.vars["x"], "1");
+    }
+}

@@ -1,0 +1,147 @@
+//! The job directory of a Spark job: `<checkpoint-dir>/<job-id>/`, which is also Spark's
+//! checkpoint location. Beside Spark's own `metadata`, `offsets/` and `commits/` it holds
+//! what Ferry keeps: `sources/` (what partitions read, see [`crate::source`]),
+//! `published/` (see [`crate::sink`]), `fingerprint` (of the job file it was started with),
+//! and the `state` and `control` files that `ferry jobs`, `ferry savepoint` and
+//! `ferry cancel` use, in the same format as the embedded engine's.
+
+use std::path::{Path, PathBuf};
+
+use ferry_api::{FerryError, Result};
+use ferry_checkpoint::{FileStore, JobInfo, JobState};
+
+/// Creates (or reopens) the directory of job `job_id` under `dir`. Refuses a directory
+/// that belongs to the embedded engine or was started from a different job file.
+pub fn open_job_dir(dir: &Path, job_id: &str, fingerprint: &str) -> Result<PathBuf> {
+    if job_id.is_empty() || job_id.contains(['/', '\\']) || job_id.starts_with('.') {
+        return Err(FerryError::config(format!(
+            "invalid job id '{job_id}': use letters, digits, '-' and '_'"
+        )));
+    }
+    let root = dir.join(job_id);
+    if let Ok(info) = FileStore::read_state(&root) {
+        if info.engine != "spark" {
+            return Err(FerryError::config(format!(
+                "job '{job_id}' in {} was run by the {} engine; use another --job-id for Spark",
+                dir.display(),
+                if info.engine.is_empty() {
+                    "local"
+                } else {
+                    &info.engine
+                }
+            )));
+        }
+    }
+    std::fs::create_dir_all(&root).map_err(|e| FerryError::io("spark", root.display(), e))?;
+    let fp = root.join("fingerprint");
+    match ferry_checkpoint::read_checked::<String>(&fp) {
+        Ok(old) if old != fingerprint => Err(FerryError::config(format!(
+            "job '{job_id}' in {} was started from a different job file; refusing to resume it (use another --job-id)",
+            dir.display()
+        ))),
+        Ok(_) => Ok(root),
+        Err(_) => {
+            let body = serde_json::to_vec(fingerprint).map_err(FerryError::internal)?;
+            ferry_checkpoint::write_atomic(&fp, &body)?;
+            Ok(root)
+        }
+    }
+}
+
+/// Parses a state name as `ferry jobs` prints it.
+pub fn parse_state(s: &str) -> Result<JobState> {
+    Ok(match s.to_ascii_uppercase().as_str() {
+        "RUNNING" => JobState::Running,
+        "FINISHED" => JobState::Finished,
+        "SAVEPOINT" => JobState::Savepoint,
+        "CANCELLED" => JobState::Cancelled,
+        "FAILED" => JobState::Failed,
+        other => return Err(FerryError::internal(format!("unknown job state '{other}'"))),
+    })
+}
+
+/// Records the job's state in `<job_dir>/state` for `ferry jobs`.
+pub fn set_state(
+    job_dir: &Path,
+    job_id: &str,
+    state: JobState,
+    pid: u32,
+    last_checkpoint: Option<u64>,
+) -> Result<()> {
+    let updated = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let info = JobInfo {
+        job_id: job_id.to_string(),
+        state,
+        pid,
+        engine: "spark".into(),
+        last_checkpoint,
+        updated,
+    };
+    let body = serde_json::to_vec(&info).map_err(FerryError::internal)?;
+    ferry_checkpoint::write_atomic(&job_dir.join("state"), &body)
+}
+
+/// The latest batch Spark marked committed in `commits/`, as a Ferry checkpoint number
+/// (Spark counts batches from 0, Ferry checkpoints from 1).
+pub fn last_committed(job_dir: &Path) -> Option<u64> {
+    let rd = std::fs::read_dir(job_dir.join("commits")).ok()?;
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()))
+        .max()
+        .map(|b| b + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_file_reads_back_as_ferry_jobs_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = open_job_dir(dir.path(), "j", "fp").unwrap();
+        set_state(&root, "j", parse_state("running").unwrap(), 42, Some(3)).unwrap();
+        let info = FileStore::read_state(&root).unwrap();
+        assert_eq!(
+            (info.pid, info.engine.as_str(), info.last_checkpoint),
+            (42, "spark", Some(3))
+        );
+    }
+
+    #[test]
+    fn a_changed_job_file_or_a_local_job_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        open_job_dir(dir.path(), "j", "fp").unwrap();
+        open_job_dir(dir.path(), "j", "fp").unwrap();
+        let e = open_job_dir(dir.path(), "j", "other")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("different job file"), "{e}");
+        let local = FileStore::open(dir.path(), "l", "fp", 1).unwrap();
+        local
+            .set_state(&JobInfo {
+                job_id: "l".into(),
+                state: JobState::Finished,
+                pid: 1,
+                engine: "local".into(),
+                last_checkpoint: None,
+                updated: 0,
+            })
+            .unwrap();
+        let e = open_job_dir(dir.path(), "l", "fp").unwrap_err().to_string();
+        assert!(e.contains("local engine"), "{e}");
+        assert!(open_job_dir(dir.path(), "../x", "fp").is_err());
+    }
+
+    #[test]
+    fn spark_batches_count_as_ferry_checkpoints_from_one() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(last_committed(dir.path()), None);
+        std::fs::create_dir_all(dir.path().join("commits")).unwrap();
+        std::fs::write(dir.path().join("commits/0"), "").unwrap();
+        std::fs::write(dir.path().join("commits/4"), "").unwrap();
+        assert_eq!(last_committed(dir.path()), Some(5));
+    }
+}

@@ -1,0 +1,281 @@
+"""The Spark driver of a Ferry job.
+
+``python -m ferry_spark JOB [options]`` (what ``ferry run JOB --engine spark`` runs)
+reads the job file through the native module, which plans it exactly as the ``ferry``
+binary does, and builds the Spark plan: a data frame per Ferry source, ``mapInArrow`` per
+transform (Ferry's transform code), a write per sink. BATCH jobs run as bounded Spark
+jobs; STREAMING jobs as one streaming query per sink, micro-batch = checkpoint.
+
+``--manifest FILE`` runs several BATCH jobs in one Spark session, one JSON object a line
+(``{"name": ..., "job": path, "vars": ["k=v", ...]}``), and prints ``ok NAME SECONDS`` or
+``FAILED NAME: message`` per job: the test suite uses it to pay Spark's start-up once.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+
+def _args(argv):
+    p = argparse.ArgumentParser(prog="ferry run --engine spark", description=__doc__.split("\n\n")[0])
+    p.add_argument("job", nargs="?", help="the job file")
+    p.add_argument("-i", "--variable", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("-p", "--parallelism", type=int)
+    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument("--job-id")
+    p.add_argument("--checkpoint-dir", help="directory of job directories (Spark checkpoint locations)")
+    p.add_argument("--manifest", help="run the BATCH jobs listed in this file in one session")
+    a = p.parse_args(argv)
+    if not a.job and not a.manifest:
+        p.error("give a job file or --manifest")
+    return a
+
+
+def _vars(pairs):
+    out = []
+    for v in pairs:
+        k, sep, val = v.partition("=")
+        if not sep or not k.strip():
+            raise ValueError("-i %s: expected NAME=VALUE" % v)
+        out.append((k.strip(), val))
+    return out
+
+
+def _say(msg):
+    print("ferry: " + msg, file=sys.stderr, flush=True)
+
+
+def session(master):
+    """A Spark session set up for Ferry: UTC session time zone (timestamps cross as UTC),
+    large Arrow batches, the executors' Python = this Python (it has the native module)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from ferry_spark.datasource import register
+
+    started = time.monotonic()
+    b = (
+        SparkSession.builder.appName("ferry")
+        .master(master or os.environ.get("FERRY_SPARK_MASTER") or "local[*]")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+    )
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    _say("Spark %s session started in %.1f s" % (spark.version, time.monotonic() - started))
+    return spark
+
+
+def _frames(spark, spec, plan, streaming, location, budget_ms):
+    """The data frame of every stream of the job, by stream name."""
+    from pyspark.sql.types import StructType
+
+    from ferry_spark.datasource import transform_function
+
+    streams = {}
+    for s in plan["sources"]:
+        reader = spark.readStream if streaming else spark.read
+        r = reader.format("ferry_source").option("spec", spec).option("source", str(s["index"]))
+        r = r.option("schema", json.dumps(s["schema"]))
+        if streaming:
+            r = r.option("location", location).option("budget_ms", str(budget_ms))
+        streams[s["output"]] = r.load()
+    for t in plan["transforms"]:
+        df = streams[t["inputs"][0]]
+        streams[t["output"]] = df.mapInArrow(transform_function(spec, t["index"]), StructType.fromJson(t["schema"]))
+    return streams
+
+
+def run_batch(spark, spec, plan):
+    streams = _frames(spark, spec, plan, False, None, 0)
+    for k in plan["sinks"]:
+        df = streams[k["inputs"][0]]
+        (
+            df.write.format("ferry_sink")
+            .option("spec", spec)
+            .option("sink", str(k["index"]))
+            .option("parallelism", str(k["parallelism"]))
+            .mode("append")
+            .save()
+        )
+
+
+class _Stop:
+    """Stop requests: SIGTERM/SIGINT and the ``control`` file that ``ferry savepoint``
+    and ``ferry cancel`` write."""
+
+    def __init__(self, job_dir):
+        self.control = os.path.join(job_dir, "control") if job_dir else None
+        self.request = None
+        if self.control and os.path.exists(self.control):
+            os.remove(self.control)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._signal)
+
+    def _signal(self, *_):
+        if self.request is None:
+            _say("stop requested; stopping after the current micro-batch commits")
+            self.request = "savepoint"
+
+    def poll(self):
+        if self.control and os.path.exists(self.control):
+            try:
+                with open(self.control) as f:
+                    req = f.read().strip()
+                os.remove(self.control)
+            except OSError:
+                req = ""
+            self.request = "cancel" if req == "cancel" else (self.request or "savepoint")
+        return self.request
+
+
+def _last_batch(q):
+    p = q.lastProgress
+    return None if p is None else p.get("batchId")
+
+
+def run_streaming(spark, spec, plan, job_dir):
+    """Runs a STREAMING job until stopped; returns 'savepoint' or 'cancel'."""
+    interval = plan["checkpoint_interval_ms"] or 10000
+    sinks = plan["sinks"]
+    queries = []
+    stop = _Stop(job_dir)
+    for k in sinks:
+        location = job_dir if len(sinks) == 1 else os.path.join(job_dir, "query-%d" % k["index"])
+        streams = _frames(spark, spec, plan, True, location, interval)
+        df = streams[k["inputs"][0]]
+        q = (
+            df.writeStream.format("ferry_sink")
+            .option("spec", spec)
+            .option("sink", str(k["index"]))
+            .option("parallelism", str(k["parallelism"]))
+            .option("location", location)
+            .option("checkpointLocation", location)
+            .trigger(processingTime="%d milliseconds" % interval)
+            .start()
+        )
+        queries.append(q)
+    asked_at = None
+    while True:
+        for q in queries:
+            if not q.isActive:
+                exc = q.exception()
+                for other in queries:
+                    other.stop()
+                if exc is not None:
+                    raise exc
+                return "savepoint"
+        req = stop.poll()
+        if req == "cancel":
+            for q in queries:
+                q.stop()
+            return "cancel"
+        if req == "savepoint":
+            if asked_at is None:
+                asked_at = [_last_batch(q) for q in queries]
+            # Stop each query once a micro-batch has committed since the request.
+            if all(_last_batch(q) is not None and (a is None or _last_batch(q) > a) for q, a in zip(queries, asked_at)):
+                for q in queries:
+                    q.stop()
+                return "savepoint"
+        time.sleep(0.2)
+
+
+def _error_text(e):
+    from ferry_spark.datasource import first_ferry_error
+
+    return first_ferry_error(e) or str(e).strip().split("\n")[0]
+
+
+def run_one(spark_holder, a):
+    from ferry_spark import _native
+
+    spec, plan = _native.load_job(a.job, _vars(a.variable), a.parallelism, a.job_id)
+    plan = json.loads(plan)
+    for w in plan.get("warnings", []):
+        print("warning: " + w, file=sys.stderr)
+    delivery = plan["delivery"] + (" (%s)" % plan["delivery_reason"] if plan["delivery_reason"] else "")
+    _say("job '%s' (%s) on Spark, delivery %s" % (plan["name"], plan["mode"], delivery))
+    streaming = plan["mode"] == "STREAMING"
+    job_dir = None
+    temp_dir = None
+    if a.job_id or a.checkpoint_dir:
+        base = a.checkpoint_dir or os.path.join(os.environ.get("FERRY_HOME", os.path.expanduser("~/.ferry")), "checkpoints")
+        job_dir = _native.open_job_dir(base, plan["job_id"], plan["fingerprint"])
+        _native.set_state(job_dir, plan["job_id"], "RUNNING", os.getpid())
+    elif streaming:
+        # Spark needs a checkpoint location even when the job cannot be resumed.
+        temp_dir = tempfile.mkdtemp(prefix="ferry-spark-")
+    started = time.monotonic()
+    final = "FAILED"
+    try:
+        spark = spark_holder()
+        if streaming:
+            outcome = run_streaming(spark, spec, plan, job_dir or temp_dir)
+            final = "SAVEPOINT" if outcome == "savepoint" else "CANCELLED"
+        else:
+            run_batch(spark, spec, plan)
+            final = "FINISHED"
+    finally:
+        if job_dir:
+            _native.set_state(job_dir, plan["job_id"], final, os.getpid())
+        if temp_dir:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+    secs = time.monotonic() - started
+    if final == "CANCELLED":
+        _say("job '%s' cancelled after %.2f s" % (plan["name"], secs))
+        return 130
+    what = "stopped with a savepoint" if final == "SAVEPOINT" else "finished"
+    _say("job '%s' %s in %.2f s" % (plan["name"], what, secs))
+    return 0
+
+
+def run_manifest(a):
+    spark = session(a.master)
+    failures = 0
+    with open(a.manifest) as f:
+        entries = [json.loads(l) for l in f if l.strip()]
+    for e in entries:
+        one = argparse.Namespace(job=e["job"], variable=e.get("vars", []), parallelism=None, job_id=None, checkpoint_dir=None)
+        started = time.monotonic()
+        try:
+            run_one(lambda: spark, one)
+            print("ok %s %.2f" % (e["name"], time.monotonic() - started), flush=True)
+        except Exception as ex:  # one case's failure must not stop the others
+            failures += 1
+            print("FAILED %s: %s" % (e["name"], _error_text(ex)), flush=True)
+    spark.stop()
+    return 1 if failures else 0
+
+
+def main(argv):
+    a = _args(argv)
+    try:
+        if a.manifest:
+            return run_manifest(a)
+        holder = {}
+
+        def get():
+            if "s" not in holder:
+                holder["s"] = session(a.master)
+            return holder["s"]
+
+        try:
+            return run_one(get, a)
+        finally:
+            if "s" in holder:
+                holder["s"].stop()
+    except Exception as e:
+        print("error: " + _error_text(e), file=sys.stderr)
+        return 1
