@@ -1,7 +1,6 @@
 //! SeaTunnel's date and time functions (`DateTimeFunction.java`). Dates, times and
 //! timestamps are SeaTunnel's local values: Date32, Time64(µs), Timestamp(µs) with no zone.
 
-use std::fmt::Write;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray};
@@ -9,14 +8,13 @@ use arrow::datatypes::{
     DataType, Date32Type, Int32Type, Int64Type, Time64MicrosecondType, TimeUnit,
     TimestampMicrosecondType,
 };
-use chrono::format::{Item, StrftimeItems};
 use chrono::{
     Datelike, Duration, FixedOffset, Local, NaiveDate, NaiveDateTime, NaiveTime, TimeZone,
     Timelike, Utc,
 };
 use datafusion::common::{exec_err, plan_err, Result as DFResult, ScalarValue};
 
-use super::javafmt::{parse_kind, to_chrono, ParseKind};
+use super::javafmt::{parse_kind, JavaPattern, ParseKind};
 use super::string::{bool_out, prim_out, str_out};
 use super::{fn_error, ret_first, Arg, Args, SeaFn};
 use crate::ret;
@@ -474,11 +472,12 @@ fn extract(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     })
 }
 
-/// Formats a date-time with Java pattern items compiled once per distinct pattern.
+/// A Java pattern compiled once per distinct pattern text (a constant pattern compiles
+/// once per batch).
 struct Formatter {
     fname: &'static str,
     key: Option<String>,
-    chrono_fmt: String,
+    pattern: Option<JavaPattern>,
 }
 
 impl Formatter {
@@ -486,24 +485,18 @@ impl Formatter {
         Formatter {
             fname,
             key: None,
-            chrono_fmt: String::new(),
+            pattern: None,
         }
     }
-    fn set(&mut self, pattern: &str) -> DFResult<()> {
-        if self.key.as_deref() != Some(pattern) {
-            self.chrono_fmt = to_chrono(pattern).map_err(|e| fn_error(self.fname, e))?;
-            // Reject what chrono cannot use before any row is formatted.
-            if StrftimeItems::new(&self.chrono_fmt).parse().is_err() {
-                return Err(fn_error(self.fname, format!("invalid pattern '{pattern}'")));
-            }
+    fn set(&mut self, pattern: &str) -> DFResult<&JavaPattern> {
+        if self.key.as_deref() != Some(pattern) || self.pattern.is_none() {
+            self.pattern =
+                Some(JavaPattern::compile(pattern).map_err(|e| fn_error(self.fname, e))?);
             self.key = Some(pattern.to_string());
         }
-        Ok(())
-    }
-    fn items(&self) -> Vec<Item<'_>> {
-        StrftimeItems::new(&self.chrono_fmt)
-            .parse()
-            .unwrap_or_default()
+        self.pattern
+            .as_ref()
+            .ok_or_else(|| fn_error(self.fname, "no pattern"))
     }
 }
 
@@ -512,33 +505,14 @@ pub(crate) fn format_kernel(fname: &'static str, a: &Args, _: &DataType) -> DFRe
     let c = tcol(a, 0)?;
     let p = a.str(1)?;
     let mut fmt = Formatter::new(fname);
-    // A constant pattern is compiled once for the whole batch.
-    let fixed = match a.const_str(1)? {
-        Some(pat) => {
-            fmt.set(pat)?;
-            true
-        }
-        None => false,
-    };
-    let mut items = if fixed {
-        fmt.items()
-            .into_iter()
-            .map(|i| i.to_owned())
-            .collect::<Vec<_>>()
-    } else {
-        vec![]
-    };
     str_out(a.rows, |i, buf| {
         let Some(v) = c.get(i) else { return Ok(false) };
-        if !fixed {
-            let Some(pat) = p.get(i) else {
-                return Ok(false);
-            };
-            fmt.set(pat)?;
-            items = fmt.items().into_iter().map(|i| i.to_owned()).collect();
-        }
-        write!(buf, "{}", v.datetime().format_with_items(items.iter()))
-            .map_err(|_| fn_error(fname, "the pattern does not fit the value"))?;
+        let Some(pat) = p.get(i) else {
+            return Ok(false);
+        };
+        fmt.set(pat)?
+            .format(v.date(), v.time(), buf)
+            .map_err(|e| fn_error(fname, format!("{e} (pattern '{pat}')")))?;
         Ok(true)
     })
 }
@@ -568,18 +542,13 @@ fn parse_ret(types: &[DataType], scalars: &[Option<&ScalarValue>]) -> DFResult<D
     }
 }
 
-fn parse_one(text: &str, pattern: &str, chrono_fmt: &str) -> Result<TV, String> {
-    let bad = |e: chrono::ParseError| format!("'{text}' does not match pattern '{pattern}': {e}");
+fn parse_one(text: &str, pattern: &str, p: &JavaPattern) -> Result<TV, String> {
+    let bad = |e: String| format!("'{text}' does not match pattern '{pattern}': {e}");
+    let parsed = p.parse(text).map_err(bad)?;
     match parse_kind(pattern) {
-        Some(ParseKind::Timestamp) => NaiveDateTime::parse_from_str(text, chrono_fmt)
-            .map(TV::Ts)
-            .map_err(bad),
-        Some(ParseKind::Date) => NaiveDate::parse_from_str(text, chrono_fmt)
-            .map(TV::Date)
-            .map_err(bad),
-        Some(ParseKind::Time) => NaiveTime::parse_from_str(text, chrono_fmt)
-            .map(TV::Time)
-            .map_err(bad),
+        Some(ParseKind::Timestamp) => parsed.datetime().map(TV::Ts).map_err(bad),
+        Some(ParseKind::Date) => parsed.date().map(TV::Date).map_err(bad),
+        Some(ParseKind::Time) => parsed.time().map(TV::Time).map_err(bad),
         None => Err(format!("pattern '{pattern}' has neither 'yy' nor 'mm'")),
     }
 }
@@ -591,8 +560,7 @@ fn parsedatetime(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
         let (Some(text), Some(pat)) = (s.get(i), p.get(i)) else {
             return Ok(None);
         };
-        fmt.set(pat)?;
-        parse_one(text, pat, &fmt.chrono_fmt)
+        parse_one(text, pat, fmt.set(pat)?)
             .map(Some)
             .map_err(|e| fn_error("parsedatetime", e))
     })
@@ -609,10 +577,10 @@ fn is_date(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
         let Some(pat) = p.get(i) else {
             return Ok(Some(false));
         };
-        if fmt.set(pat).is_err() {
-            return Ok(Some(false));
-        }
-        Ok(Some(parse_one(text, pat, &fmt.chrono_fmt).is_ok()))
+        Ok(Some(match fmt.set(pat) {
+            Ok(jp) => parse_one(text, pat, jp).is_ok(),
+            Err(_) => false,
+        }))
     })
 }
 
@@ -651,28 +619,30 @@ fn from_unixtime(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
         let Some(pat) = p.get(i) else {
             return Ok(false);
         };
-        fmt.set(pat)?;
+        let jp = fmt.set(pat)?;
         let instant = Utc
             .timestamp_opt(s, 0)
             .single()
             .ok_or_else(|| fn_error("from_unixtime", format!("{s} is out of range")))?;
         let local = match zone.as_ref().and_then(|z| z.get(i)) {
             Some(z) => {
-                let off = parse_offset(z).ok_or_else(|| {
-                    fn_error(
-                        "from_unixtime",
-                        format!(
-                            "unsupported time zone '{z}' (use UTC or an offset such as +08:00)"
-                        ),
-                    )
-                })?;
-                instant.with_timezone(&off).naive_local()
+                if let Some(off) = parse_offset(z) {
+                    instant.with_timezone(&off).naive_local()
+                } else {
+                    // A region id, as Java's ZoneId.of("Asia/Shanghai").
+                    let tz: chrono_tz::Tz = z.trim().parse().map_err(|_| {
+                        fn_error(
+                            "from_unixtime",
+                            format!("unknown time zone '{z}' (use a region such as Asia/Shanghai, UTC, or an offset such as UTC+8)"),
+                        )
+                    })?;
+                    instant.with_timezone(&tz).naive_local()
+                }
             }
             None => instant.with_timezone(&Local).naive_local(),
         };
-        let items = fmt.items();
-        write!(buf, "{}", local.format_with_items(items.iter()))
-            .map_err(|_| fn_error("from_unixtime", "the pattern does not fit the value"))?;
+        jp.format(Some(local.date()), Some(local.time()), buf)
+            .map_err(|e| fn_error("from_unixtime", e))?;
         Ok(true)
     })
 }

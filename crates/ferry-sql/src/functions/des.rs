@@ -63,7 +63,8 @@ pub(crate) fn decrypt(password: &str, data: &str) -> DFResult<String> {
     };
     let dec = cbc::Decryptor::<des::Des>::new(&key.into(), IV.into());
     match dec.decrypt_padded_vec_mut::<Pkcs7>(&ct) {
-        Ok(pt) => Ok(String::from_utf8(pt).unwrap_or_else(|_| data.to_string())),
+        // Java decodes the bytes as UTF-8, replacing what is not.
+        Ok(pt) => Ok(String::from_utf8_lossy(&pt).into_owned()),
         Err(_) => Ok(data.to_string()),
     }
 }

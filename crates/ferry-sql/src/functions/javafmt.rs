@@ -1,85 +1,556 @@
-//! Java `DateTimeFormatter` / `SimpleDateFormat` patterns (`yyyy-MM-dd HH:mm:ss`) as
-//! chrono format strings, so SeaTunnel's FORMATDATETIME, TO_CHAR, PARSEDATETIME and
-//! FROM_UNIXTIME patterns work unchanged.
+//! Java `DateTimeFormatter` patterns (`yyyy-MM-dd HH:mm:ss`), as SeaTunnel's
+//! FORMATDATETIME, TO_CHAR, PARSEDATETIME/TO_DATE, IS_DATE and FROM_UNIXTIME use them
+//! (`DateTimeFormatter.ofPattern(p)`, English names, `ResolverStyle.SMART`).
+//!
+//! A pattern is compiled once into tokens; formatting writes each field directly and
+//! parsing reads fields with Java's widths (`MM` is exactly two digits, `M` one or more,
+//! adjacent fixed-width fields such as `yyyyMMdd` split the digits), then resolves them as
+//! SMART does: a day past the month's end is moved to its last day (`2021-02-30` →
+//! `2021-02-28`) and `24:00` is the next midnight.
 
-/// Translates a Java pattern; the error names the unsupported letter.
-pub(crate) fn to_chrono(pattern: &str) -> Result<String, String> {
-    let chars: Vec<char> = pattern.chars().collect();
-    let mut out = String::with_capacity(pattern.len() * 2);
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '\'' {
-            // Quoted literal text; '' is a single quote.
-            if chars.get(i + 1) == Some(&'\'') {
-                out.push('\'');
-                i += 2;
-                continue;
-            }
-            i += 1;
-            while i < chars.len() {
-                if chars[i] == '\'' {
-                    if chars.get(i + 1) == Some(&'\'') {
-                        out.push('\'');
-                        i += 2;
-                        continue;
-                    }
-                    break;
-                }
-                push_literal(&mut out, chars[i]);
-                i += 1;
-            }
-            i += 1;
-            continue;
-        }
-        if !c.is_ascii_alphabetic() {
-            push_literal(&mut out, c);
-            i += 1;
-            continue;
-        }
-        let mut n = 1;
-        while i + n < chars.len() && chars[i + n] == c {
-            n += 1;
-        }
-        let spec = match (c, n) {
-            ('y' | 'u' | 'Y', 2) => "%y",
-            ('y' | 'u' | 'Y', _) => "%Y",
-            ('M' | 'L', 1) => "%-m",
-            ('M' | 'L', 2) => "%m",
-            ('M' | 'L', 3) => "%b",
-            ('M' | 'L', _) => "%B",
-            ('d', 1) => "%-d",
-            ('d', _) => "%d",
-            ('D', 1) => "%-j",
-            ('D', _) => "%j",
-            ('H', 1) => "%-H",
-            ('H', _) => "%H",
-            ('h', 1) => "%-I",
-            ('h', _) => "%I",
-            ('m', 1) => "%-M",
-            ('m', _) => "%M",
-            ('s', 1) => "%-S",
-            ('s', _) => "%S",
-            ('S', 1..=3) => "%3f",
-            ('S', 4..=6) => "%6f",
-            ('S', _) => "%9f",
-            ('a', _) => "%p",
-            ('E', 1..=3) => "%a",
-            ('E', _) => "%A",
-            ('e' | 'c', _) => "%u",
-            _ => return Err(format!("unsupported pattern letter '{c}' in '{pattern}'")),
-        };
-        out.push_str(spec);
-        i += n;
-    }
-    Ok(out)
+use std::fmt::Write;
+
+use chrono::{Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const WEEKDAYS: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
+
+/// One piece of a compiled pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    /// Text written (and expected) as it is.
+    Lit(String),
+    /// A pattern letter repeated `count` times.
+    Field(char, usize),
 }
 
-fn push_literal(out: &mut String, c: char) {
-    if c == '%' {
-        out.push_str("%%");
+/// A compiled Java date-time pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JavaPattern {
+    toks: Vec<Tok>,
+}
+
+fn short(s: &str) -> &str {
+    &s[..3]
+}
+
+/// Which letters are fields, as `DateTimeFormatterBuilder.appendPattern` reads them.
+fn check_letter(c: char, n: usize, pattern: &str) -> Result<(), String> {
+    let too_many = || Err(format!("too many pattern letters '{c}' in '{pattern}'"));
+    match c {
+        'G' | 'E' if n > 5 => too_many(),
+        'y' | 'u' | 'Y' | 'n' | 'N' | 'A' | 'S' => Ok(()),
+        'M' | 'L' | 'Q' | 'q' | 'e' | 'c' if n > 5 => too_many(),
+        'G' | 'E' | 'M' | 'L' | 'Q' | 'q' | 'e' | 'c' | 'a' => Ok(()),
+        'd' | 'H' | 'h' | 'K' | 'k' | 'm' | 's' | 'w' if n > 2 => too_many(),
+        'd' | 'H' | 'h' | 'K' | 'k' | 'm' | 's' | 'w' | 'W' | 'F' => Ok(()),
+        'D' if n > 3 => too_many(),
+        'D' => Ok(()),
+        'V' | 'z' | 'O' | 'X' | 'x' | 'Z' | 'v' => Err(format!(
+            "pattern letter '{c}' in '{pattern}' needs a time zone, which SeaTunnel's local date-times do not have"
+        )),
+        _ => Err(format!("unknown pattern letter '{c}' in '{pattern}'")),
+    }
+}
+
+impl JavaPattern {
+    /// Compiles `pattern`; the error names the letter Java would reject.
+    pub(crate) fn compile(pattern: &str) -> Result<Self, String> {
+        let chars: Vec<char> = pattern.chars().collect();
+        let mut toks: Vec<Tok> = Vec::new();
+        let mut lit = String::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            if c == '\'' {
+                // Quoted text; '' is a single quote, inside quotes or out.
+                if chars.get(i + 1) == Some(&'\'') {
+                    lit.push('\'');
+                    i += 2;
+                    continue;
+                }
+                i += 1;
+                let mut closed = false;
+                while i < chars.len() {
+                    if chars[i] == '\'' {
+                        if chars.get(i + 1) == Some(&'\'') {
+                            lit.push('\'');
+                            i += 2;
+                            continue;
+                        }
+                        closed = true;
+                        i += 1;
+                        break;
+                    }
+                    lit.push(chars[i]);
+                    i += 1;
+                }
+                if !closed {
+                    return Err(format!("unterminated quote in '{pattern}'"));
+                }
+                continue;
+            }
+            if c.is_ascii_alphabetic() {
+                let mut n = 1;
+                while i + n < chars.len() && chars[i + n] == c {
+                    n += 1;
+                }
+                check_letter(c, n, pattern)?;
+                if !lit.is_empty() {
+                    toks.push(Tok::Lit(std::mem::take(&mut lit)));
+                }
+                toks.push(Tok::Field(c, n));
+                i += n;
+                continue;
+            }
+            match c {
+                // Optional sections: every field is present when formatting, so the
+                // brackets only group.
+                '[' | ']' => {}
+                '{' | '}' | '#' => {
+                    return Err(format!("reserved character '{c}' in '{pattern}'"));
+                }
+                other => lit.push(other),
+            }
+            i += 1;
+        }
+        if !lit.is_empty() {
+            toks.push(Tok::Lit(lit));
+        }
+        Ok(JavaPattern { toks })
+    }
+
+    /// Writes a date and/or time; fails, as Java does, when the pattern asks for a field
+    /// the value lacks (an hour of a date, a year of a time).
+    pub(crate) fn format(
+        &self,
+        date: Option<NaiveDate>,
+        time: Option<NaiveTime>,
+        out: &mut String,
+    ) -> Result<(), String> {
+        for t in &self.toks {
+            match t {
+                Tok::Lit(s) => out.push_str(s),
+                Tok::Field(c, n) => format_field(*c, *n, date, time, out)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses `text` completely; the result has the fields the pattern gave.
+    pub(crate) fn parse(&self, text: &str) -> Result<Parsed, String> {
+        let b = text.as_bytes();
+        let mut pos = 0;
+        let mut p = Parsed::default();
+        for (k, t) in self.toks.iter().enumerate() {
+            match t {
+                Tok::Lit(s) => {
+                    if !text[pos..].starts_with(s.as_str()) {
+                        return Err(format!("could not be parsed at index {pos}"));
+                    }
+                    pos += s.len();
+                }
+                Tok::Field(c, n) => {
+                    pos = parse_field(*c, *n, text, b, pos, &self.toks[k + 1..], &mut p)?;
+                }
+            }
+        }
+        if pos != text.len() {
+            return Err(format!("unparsed text found at index {pos}"));
+        }
+        Ok(p)
+    }
+}
+
+fn need<T>(v: Option<T>, c: char) -> Result<T, String> {
+    v.ok_or_else(|| {
+        format!(
+            "pattern letter '{c}' needs a {} the value does not have",
+            if "GyuYMLQqdDwWEecF".contains(c) {
+                "date"
+            } else {
+                "time"
+            }
+        )
+    })
+}
+
+fn pad(out: &mut String, v: i64, width: usize) {
+    let _ = write!(out, "{v:0width$}");
+}
+
+/// Week fields of the default (US) locale: weeks start on Sunday, week 1 holds 1 January.
+fn us_week(d: NaiveDate) -> (i32, i64) {
+    let start = d - Duration::days(d.weekday().num_days_from_sunday() as i64);
+    let end = start + Duration::days(6);
+    let year = if end.year() > d.year() {
+        end.year()
     } else {
-        out.push(c);
+        d.year()
+    };
+    let jan1 = NaiveDate::from_ymd_opt(year, 1, 1).unwrap_or(d);
+    let first = jan1 - Duration::days(jan1.weekday().num_days_from_sunday() as i64);
+    (year, (start - first).num_days() / 7 + 1)
+}
+
+fn format_field(
+    c: char,
+    n: usize,
+    date: Option<NaiveDate>,
+    time: Option<NaiveTime>,
+    out: &mut String,
+) -> Result<(), String> {
+    let num = |out: &mut String, v: i64| pad(out, v, if n >= 2 { n } else { 1 });
+    match c {
+        'G' => {
+            let d = need(date, c)?;
+            out.push_str(match (n, d.year() > 0) {
+                (4, true) => "Anno Domini",
+                (4, false) => "Before Christ",
+                (5, true) => "A",
+                (5, false) => "B",
+                (_, true) => "AD",
+                (_, false) => "BC",
+            });
+        }
+        'y' | 'u' | 'Y' => {
+            let d = need(date, c)?;
+            let y = match c {
+                'Y' => us_week(d).0,
+                'y' if d.year() <= 0 => 1 - d.year(),
+                _ => d.year(),
+            } as i64;
+            if n == 2 {
+                pad(out, y.rem_euclid(100), 2);
+            } else if n >= 4 && y > 9999 {
+                // EXCEEDS_PAD: a year wider than the pattern gets a sign.
+                let _ = write!(out, "+{y}");
+            } else {
+                pad(out, y, n);
+            }
+        }
+        'M' | 'L' => {
+            let m = need(date, c)?.month0() as usize;
+            match n {
+                1 | 2 => num(out, m as i64 + 1),
+                3 => out.push_str(short(MONTHS[m])),
+                4 => out.push_str(MONTHS[m]),
+                _ => out.push_str(&MONTHS[m][..1]),
+            }
+        }
+        'Q' | 'q' => {
+            let q = need(date, c)?.month0() / 3 + 1;
+            match n {
+                1 | 2 => num(out, q as i64),
+                3 => {
+                    let _ = write!(out, "Q{q}");
+                }
+                4 => out.push_str(
+                    ["1st quarter", "2nd quarter", "3rd quarter", "4th quarter"][q as usize - 1],
+                ),
+                _ => {
+                    let _ = write!(out, "{q}");
+                }
+            }
+        }
+        'd' => num(out, need(date, c)?.day() as i64),
+        'D' => pad(out, need(date, c)?.ordinal() as i64, n),
+        'w' => num(out, us_week(need(date, c)?).1),
+        'W' => {
+            let d = need(date, c)?;
+            let first = d.with_day(1).unwrap_or(d);
+            let offset = first.weekday().num_days_from_sunday() as i64;
+            pad(out, (d.day() as i64 - 1 + offset) / 7 + 1, n);
+        }
+        'F' => pad(out, (need(date, c)?.day() as i64 - 1) / 7 + 1, n),
+        'E' | 'e' | 'c' => {
+            let d = need(date, c)?;
+            let w = d.weekday().num_days_from_monday() as usize;
+            match (c, n) {
+                ('e' | 'c', 1 | 2) => {
+                    num(out, d.weekday().num_days_from_sunday() as i64 + 1);
+                }
+                (_, 4) => out.push_str(WEEKDAYS[w]),
+                (_, 5) => out.push_str(&WEEKDAYS[w][..1]),
+                _ => out.push_str(short(WEEKDAYS[w])),
+            }
+        }
+        'a' => out.push_str(if need(time, c)?.hour() < 12 {
+            "AM"
+        } else {
+            "PM"
+        }),
+        'H' => num(out, need(time, c)?.hour() as i64),
+        'k' => {
+            let h = need(time, c)?.hour();
+            num(out, if h == 0 { 24 } else { h as i64 });
+        }
+        'K' => num(out, (need(time, c)?.hour() % 12) as i64),
+        'h' => {
+            let h = need(time, c)?.hour() % 12;
+            num(out, if h == 0 { 12 } else { h as i64 });
+        }
+        'm' => num(out, need(time, c)?.minute() as i64),
+        's' => num(out, need(time, c)?.second() as i64),
+        'S' => {
+            // The fraction, truncated to n digits.
+            let nanos = need(time, c)?.nanosecond().min(999_999_999) as i64;
+            let digits = format!("{nanos:09}");
+            if n <= 9 {
+                out.push_str(&digits[..n]);
+            } else {
+                out.push_str(&digits);
+                out.extend(std::iter::repeat_n('0', n - 9));
+            }
+        }
+        'n' => pad(out, need(time, c)?.nanosecond().min(999_999_999) as i64, n),
+        'N' => {
+            let t = need(time, c)?;
+            let v = t.num_seconds_from_midnight() as i64 * 1_000_000_000
+                + t.nanosecond().min(999_999_999) as i64;
+            pad(out, v, n);
+        }
+        'A' => {
+            let t = need(time, c)?;
+            let v = t.num_seconds_from_midnight() as i64 * 1000
+                + (t.nanosecond().min(999_999_999) / 1_000_000) as i64;
+            pad(out, v, n);
+        }
+        other => return Err(format!("pattern letter '{other}' cannot be formatted")),
+    }
+    Ok(())
+}
+
+/// Fields read from a text.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Parsed {
+    year: Option<i64>,
+    month: Option<i64>,
+    day: Option<i64>,
+    weekday: Option<usize>,
+    hour: Option<i64>,
+    clock_hour: Option<i64>,
+    pm: Option<bool>,
+    minute: Option<i64>,
+    second: Option<i64>,
+    nano: Option<i64>,
+}
+
+/// Fixed digit width of a numeric field, if it has one (for adjacent value parsing).
+fn fixed_width(c: char, n: usize) -> Option<usize> {
+    match c {
+        'y' | 'u' | 'Y' if n == 2 => Some(2),
+        'y' | 'u' | 'Y' => None,
+        'S' => Some(n),
+        'M' | 'L' | 'd' | 'H' | 'h' | 'K' | 'k' | 'm' | 's' if n == 2 => Some(2),
+        'D' if n == 3 => Some(3),
+        _ => None,
+    }
+}
+
+fn digits_at(b: &[u8], pos: usize) -> usize {
+    b[pos..].iter().take_while(|c| c.is_ascii_digit()).count()
+}
+
+fn parse_field(
+    c: char,
+    n: usize,
+    text: &str,
+    b: &[u8],
+    pos: usize,
+    rest: &[Tok],
+    p: &mut Parsed,
+) -> Result<usize, String> {
+    let bad = || format!("could not be parsed at index {pos}");
+    // Text fields.
+    let names = |list: &[&str], full: bool| -> Option<(usize, usize)> {
+        list.iter().enumerate().find_map(|(k, name)| {
+            let s = if full { *name } else { short(name) };
+            text[pos..].starts_with(s).then_some((k, pos + s.len()))
+        })
+    };
+    match (c, n) {
+        ('M' | 'L', 3 | 4) => {
+            let (m, end) = names(&MONTHS, n == 4).ok_or_else(bad)?;
+            p.month = Some(m as i64 + 1);
+            return Ok(end);
+        }
+        ('E', _) | ('e' | 'c', 3..) => {
+            let (w, end) = names(&WEEKDAYS, n == 4).ok_or_else(bad)?;
+            p.weekday = Some(w);
+            return Ok(end);
+        }
+        ('a', _) => {
+            let pm = if text[pos..].starts_with("AM") {
+                false
+            } else if text[pos..].starts_with("PM") {
+                true
+            } else {
+                return Err(bad());
+            };
+            p.pm = Some(pm);
+            return Ok(pos + 2);
+        }
+        ('G', _) => {
+            for s in ["Anno Domini", "AD"] {
+                if text[pos..].starts_with(s) {
+                    return Ok(pos + s.len());
+                }
+            }
+            return Err(bad());
+        }
+        _ => {}
+    }
+    // Numeric fields: fixed width, or greedy leaving room for adjacent fixed-width ones.
+    let avail = digits_at(b, pos);
+    let width = match fixed_width(c, n) {
+        Some(w) => w,
+        None => {
+            let mut reserve = 0;
+            for t in rest {
+                match t {
+                    Tok::Field(c2, n2) => match fixed_width(*c2, *n2) {
+                        Some(w) => reserve += w,
+                        None => break,
+                    },
+                    Tok::Lit(_) => break,
+                }
+            }
+            let min = if matches!(c, 'y' | 'u' | 'Y') && n >= 3 {
+                n
+            } else {
+                n.max(1)
+            };
+            let w = avail.saturating_sub(reserve).min(19);
+            if w < min {
+                return Err(bad());
+            }
+            w
+        }
+    };
+    if avail < width {
+        return Err(bad());
+    }
+    let v: i64 = text[pos..pos + width].parse().map_err(|_| bad())?;
+    let range = |lo: i64, hi: i64, what: &str| -> Result<i64, String> {
+        if (lo..=hi).contains(&v) {
+            Ok(v)
+        } else {
+            Err(format!(
+                "invalid value for {what} (valid values {lo} - {hi}): {v}"
+            ))
+        }
+    };
+    match c {
+        'y' | 'u' | 'Y' => {
+            p.year = Some(if n == 2 { 2000 + v } else { v });
+        }
+        'M' | 'L' => p.month = Some(range(1, 12, "MonthOfYear")?),
+        'd' => p.day = Some(range(1, 31, "DayOfMonth")?),
+        // SMART accepts 24:00 as the next day's midnight (checked when resolving).
+        'H' => p.hour = Some(range(0, 24, "HourOfDay")?),
+        // SMART accepts 24 for clock-hour-of-day (k) as midnight.
+        'k' => p.hour = Some(range(1, 24, "ClockHourOfDay")? % 24),
+        'h' => p.clock_hour = Some(range(1, 12, "ClockHourOfAmPm")? % 12),
+        'K' => p.clock_hour = Some(range(0, 11, "HourOfAmPm")?),
+        'm' => p.minute = Some(range(0, 59, "MinuteOfHour")?),
+        's' => p.second = Some(range(0, 59, "SecondOfMinute")?),
+        'S' => {
+            let scale = 10i64.pow(9u32.saturating_sub(width as u32));
+            p.nano = Some(if width <= 9 { v * scale } else { v });
+        }
+        'n' => p.nano = Some(range(0, 999_999_999, "NanoOfSecond")?),
+        other => return Err(format!("pattern letter '{other}' cannot be parsed")),
+    }
+    Ok(pos + width)
+}
+
+impl Parsed {
+    /// The date, with SMART's day clamp (a day past the month's end is its last day).
+    pub(crate) fn date(&self) -> Result<NaiveDate, String> {
+        let (Some(y), Some(m), Some(d)) = (self.year, self.month, self.day) else {
+            return Err("the text has no complete date (year, month and day)".into());
+        };
+        let y = i32::try_from(y).map_err(|_| format!("year {y} is out of range"))?;
+        let mut day = d as u32;
+        let date = loop {
+            if let Some(date) = NaiveDate::from_ymd_opt(y, m as u32, day) {
+                break date;
+            }
+            if day <= 28 {
+                return Err(format!("invalid date {y}-{m}-{d}"));
+            }
+            day -= 1;
+        };
+        if let Some(w) = self.weekday {
+            if date.weekday().num_days_from_monday() as usize != w {
+                return Err(format!("conflict: {date} is not a {}", WEEKDAYS[w]));
+            }
+        }
+        Ok(date)
+    }
+
+    /// The time of day and whether it is `24:00` (the next day's midnight).
+    fn time_and_carry(&self) -> Result<(NaiveTime, bool), String> {
+        let hour = match (self.hour, self.clock_hour, self.pm) {
+            (Some(h), _, _) => h,
+            (None, Some(h), Some(pm)) => h + if pm { 12 } else { 0 },
+            (None, Some(_), None) => {
+                return Err("an hour of AM/PM (h or K) needs the AM/PM marker (a)".into())
+            }
+            (None, None, _) => return Err("the text has no hour".into()),
+        };
+        let (mi, s, ns) = (
+            self.minute.unwrap_or(0),
+            self.second.unwrap_or(0),
+            self.nano.unwrap_or(0),
+        );
+        if hour == 24 {
+            return if (mi, s, ns) == (0, 0, 0) {
+                Ok((NaiveTime::MIN, true))
+            } else {
+                Err(format!(
+                    "invalid value for HourOfDay (valid values 0 - 23): 24:{mi:02}"
+                ))
+            };
+        }
+        let t = NaiveTime::from_hms_nano_opt(hour as u32, mi as u32, s as u32, ns as u32)
+            .ok_or_else(|| format!("invalid time {hour}:{mi}:{s}"))?;
+        Ok((t, false))
+    }
+
+    /// The time of day.
+    pub(crate) fn time(&self) -> Result<NaiveTime, String> {
+        Ok(self.time_and_carry()?.0)
+    }
+
+    /// The date and time.
+    pub(crate) fn datetime(&self) -> Result<NaiveDateTime, String> {
+        let (t, carry) = self.time_and_carry()?;
+        let d = self.date()?;
+        let dt = d.and_time(t);
+        Ok(if carry { dt + Duration::days(1) } else { dt })
     }
 }
 
@@ -109,19 +580,130 @@ pub(crate) fn parse_kind(pattern: &str) -> Option<ParseKind> {
 mod tests {
     use super::*;
 
+    fn fmt(p: &str, d: Option<NaiveDate>, t: Option<NaiveTime>) -> String {
+        let mut s = String::new();
+        JavaPattern::compile(p)
+            .unwrap()
+            .format(d, t, &mut s)
+            .unwrap();
+        s
+    }
+
+    // Expected texts are what Java 17's DateTimeFormatter.ofPattern(p).format(v) prints
+    // for 2024-02-29T08:05:09.123456 (checked with a JVM).
     #[test]
-    fn translates_common_patterns() {
+    fn formats_as_java() {
+        let d = NaiveDate::from_ymd_opt(2024, 2, 29);
+        let t = NaiveTime::from_hms_micro_opt(8, 5, 9, 123_456);
+        for (p, want) in [
+            ("yyyy-MM-dd HH:mm:ss", "2024-02-29 08:05:09"),
+            ("yy/M/d H:m:s", "24/2/29 8:5:9"),
+            ("S", "1"),
+            ("SS", "12"),
+            ("SSS", "123"),
+            ("SSSSSS", "123456"),
+            ("SSSSSSSSS", "123456000"),
+            ("EEE EEEE", "Thu Thursday"),
+            ("MMM MMMM", "Feb February"),
+            ("D DDD", "60 060"),
+            ("h a", "8 AM"),
+            ("hh:mm a", "08:05 AM"),
+            ("yyyy-MM-dd'T'HH:mm:ss", "2024-02-29T08:05:09"),
+            ("'quote''s' yyyy", "quote's 2024"),
+            ("E, MMM d, ''yy", "Thu, Feb 29, '24"),
+            ("e c", "5 5"),
+            ("Q QQ", "1 01"),
+            ("y yyy yyyyy", "2024 2024 02024"),
+            ("uuuu", "2024"),
+            ("LLL", "Feb"),
+            ("k K", "8 8"),
+            ("n", "123456000"),
+            ("w", "9"),
+            ("YYYY", "2024"),
+            ("100%", "100%"),
+        ] {
+            assert_eq!(fmt(p, d, t), want, "{p}");
+        }
+        let midnight = NaiveTime::from_hms_opt(0, 5, 0);
+        assert_eq!(fmt("h:mm a", d, midnight), "12:05 AM");
+        assert_eq!(fmt("hh a", d, NaiveTime::from_hms_opt(12, 5, 0)), "12 PM");
+    }
+
+    #[test]
+    fn rejects_what_java_rejects() {
+        assert!(JavaPattern::compile("yyyy G").is_ok());
+        assert!(JavaPattern::compile("yyyy b").unwrap_err().contains("'b'"));
+        assert!(JavaPattern::compile("HH z").unwrap_err().contains("zone"));
+        assert!(JavaPattern::compile("'open").is_err());
+        assert!(JavaPattern::compile("{yyyy}").is_err());
+        let p = JavaPattern::compile("yyyy HH").unwrap();
+        let mut s = String::new();
+        assert!(p
+            .format(NaiveDate::from_ymd_opt(2020, 1, 1), None, &mut s)
+            .unwrap_err()
+            .contains("time"));
+        assert!(p
+            .format(None, NaiveTime::from_hms_opt(1, 2, 3), &mut s)
+            .unwrap_err()
+            .contains("date"));
+    }
+
+    fn date(p: &str, s: &str) -> Result<String, String> {
+        JavaPattern::compile(p)?
+            .parse(s)?
+            .date()
+            .map(|d| d.to_string())
+    }
+
+    // Expected results are Java 17's LocalDate.parse(s, ofPattern(p)) (SMART).
+    #[test]
+    fn parses_as_java_smart() {
+        let p = "yyyy-MM-dd";
+        assert_eq!(date(p, "2021-02-30").unwrap(), "2021-02-28");
+        assert_eq!(date(p, "2021-02-29").unwrap(), "2021-02-28");
+        assert_eq!(date(p, "2020-02-30").unwrap(), "2020-02-29");
+        assert_eq!(date(p, "2021-04-31").unwrap(), "2021-04-30");
+        assert!(date(p, "2021-02-32").unwrap_err().contains("DayOfMonth"));
+        assert!(date(p, "2021-13-01").unwrap_err().contains("MonthOfYear"));
+        assert!(date(p, "2021-2-8").is_err());
+        assert!(date(p, "2021-04-08x").unwrap_err().contains("unparsed"));
+        assert_eq!(date("yyyy-M-d", "2021-2-8").unwrap(), "2021-02-08");
+        assert_eq!(date("yyyyMMdd", "20210408").unwrap(), "2021-04-08");
+        assert_eq!(date("dd/MM/yyyy", "29/02/2020").unwrap(), "2020-02-29");
+        assert_eq!(date("dd MMM yyyy", "08 Apr 2021").unwrap(), "2021-04-08");
         assert_eq!(
-            to_chrono("yyyy-MM-dd HH:mm:ss").unwrap(),
-            "%Y-%m-%d %H:%M:%S"
+            date("EEE yyyy-MM-dd", "Thu 2021-04-08").unwrap(),
+            "2021-04-08"
+        );
+        assert!(date("EEE yyyy-MM-dd", "Fri 2021-04-08").is_err());
+        let ts = |p: &str, s: &str| {
+            JavaPattern::compile(p)
+                .and_then(|x| x.parse(s))
+                .and_then(|x| x.datetime())
+                .map(|d| d.to_string())
+        };
+        assert_eq!(
+            ts("yyyy-MM-dd HH:mm:ss", "2021-04-08 13:34:45").unwrap(),
+            "2021-04-08 13:34:45"
         );
         assert_eq!(
-            to_chrono("yyyy-MM-dd'T'HH:mm:ss.SSS").unwrap(),
-            "%Y-%m-%dT%H:%M:%S.%3f"
+            ts("yyyy-MM-dd HH:mm:ss.SSS", "2021-04-08 13:34:45.123").unwrap(),
+            "2021-04-08 13:34:45.123"
         );
-        assert_eq!(to_chrono("EEEE, MMMM d ''yy").unwrap(), "%A, %B %-d '%y");
-        assert_eq!(to_chrono("100%").unwrap(), "100%%");
-        assert!(to_chrono("yyyy G").unwrap_err().contains("'G'"));
+        assert_eq!(
+            ts("yyyy-MM-dd H:mm", "2021-04-08 1:34").unwrap(),
+            "2021-04-08 01:34:00"
+        );
+        assert_eq!(
+            ts("yyyy-MM-dd hh:mm a", "2021-04-08 12:30 AM").unwrap(),
+            "2021-04-08 00:30:00"
+        );
+        assert_eq!(
+            ts("yyyy-MM-dd HH:mm:ss", "2021-04-08 24:00:00").unwrap(),
+            "2021-04-09 00:00:00"
+        );
+        assert!(ts("yyyy-MM-dd HH:mm:ss", "2021-04-08 13:34").is_err());
+        assert!(ts("yyyy-MM-dd HH:mm", "2021-04-08 25:34").is_err());
     }
 
     #[test]

@@ -25,6 +25,17 @@ pub(crate) mod javafmt;
 pub(crate) mod numeric;
 pub(crate) mod string;
 
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests_datetime;
+#[cfg(test)]
+mod tests_numeric;
+#[cfg(test)]
+mod tests_string;
+#[cfg(test)]
+mod tests_system;
+
 /// How an argument is coerced before the kernel sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Arg {
@@ -173,13 +184,6 @@ impl Args {
             return Ok(None);
         }
         Ok(self.prim::<arrow::datatypes::Int64Type>(k)?.get(i))
-    }
-    /// The constant text of argument `k`, if it is a constant.
-    pub fn const_str(&self, k: usize) -> DFResult<Option<&str>> {
-        if k >= self.len() || !self.is_scalar(k) {
-            return Ok(None);
-        }
-        Ok(self.str(k)?.get(0))
     }
 }
 

@@ -33,7 +33,7 @@ pub(super) fn functions() -> Vec<SeaFn> {
             f64_unary(a, "cos", |x| Ok(x.cos()))
         }),
         SeaFn::new("cosh", &[F], 1, ret!(DataType::Float64), |a, _| {
-            f64_unary(a, "cosh", |x| Ok(x.cosh()))
+            f64_unary(a, "cosh", |x| Ok(java_cosh(x)))
         }),
         SeaFn::new("cot", &[F], 1, ret!(DataType::Float64), |a, _| {
             f64_unary(a, "cot", |x| {
@@ -207,6 +207,14 @@ fn modulo(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
     };
     let l = arrow::compute::cast(&full(a, 0)?, &wide)?;
     let r = arrow::compute::cast(&full(a, 1)?, &wide)?;
+    // SeaTunnel fails on a zero divisor of any type (a float one would give NaN here).
+    if arrow::compute::cast(&r, &DataType::Float64)?
+        .as_primitive::<Float64Type>()
+        .iter()
+        .any(|v| v == Some(0.0))
+    {
+        return Err(fn_error("mod", "division by zero"));
+    }
     let out = arrow::compute::kernels::numeric::rem(&l, &r).map_err(|e| fn_error("mod", e))?;
     Ok(if out.data_type() == ret {
         out
@@ -381,15 +389,24 @@ fn to_f64(arr: &ArrayRef) -> DFResult<ArrayRef> {
 
 fn ceil_floor(a: &Args, mode: Mode) -> DFResult<ArrayRef> {
     let rounded = round_generic(a, mode)?;
-    // SeaTunnel returns the rounded value's intValue().
-    let f = to_f64(&rounded)?;
-    let f = f.as_primitive::<Float64Type>();
-    prim_out::<Int32Type>(a.rows, |i| {
-        Ok(if f.is_null(i) {
-            None
-        } else {
-            Some(f.value(i) as i32)
-        })
+    // SeaTunnel returns the rounded value's Java intValue(): doubles saturate at the int
+    // range, whole numbers and decimals keep their low 32 bits.
+    Ok(match rounded.data_type() {
+        DataType::Float32 | DataType::Float64 => {
+            let f = to_f64(&rounded)?;
+            let f = f.as_primitive::<Float64Type>();
+            Arc::new(f.unary::<_, Int32Type>(|v| v as i32))
+        }
+        DataType::Decimal128(_, s) => {
+            let f = 10i128.pow((*s).max(0) as u32);
+            let d = rounded.as_primitive::<Decimal128Type>();
+            Arc::new(d.unary::<_, Int32Type>(|v| (v / f) as i32))
+        }
+        _ => {
+            let l = arrow::compute::cast(&rounded, &DataType::Int64)?;
+            let l = l.as_primitive::<Int64Type>();
+            Arc::new(l.unary::<_, Int32Type>(|v| v as i32))
+        }
     })
 }
 
@@ -417,6 +434,90 @@ fn sign(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
             1
         }))
     })
+}
+
+/// Java's `Math.cosh` (fdlibm's `e_cosh.c`), whose last bit can differ from the C
+/// library's (`cosh(1)` is 1.543080634815244 in Java, 1.5430806348152437 in libm).
+fn java_cosh(x: f64) -> f64 {
+    let ax = x.abs();
+    if !ax.is_finite() {
+        return ax;
+    }
+    if ax < 0.5 * std::f64::consts::LN_2 {
+        let t = ax.exp_m1();
+        let w = 1.0 + t;
+        if ax < f64::powi(2.0, -55) {
+            return w;
+        }
+        return 1.0 + (t * t) / (w + w);
+    }
+    if ax < 22.0 {
+        let t = fdlibm_exp(ax);
+        return 0.5 * t + 0.5 / t;
+    }
+    if ax < 709.782_712_893_384 {
+        return 0.5 * fdlibm_exp(ax);
+    }
+    // Near overflow: exp(x/2)^2 / 2 without overflowing the intermediate.
+    let w = fdlibm_exp(0.5 * ax);
+    0.5 * w * w
+}
+
+/// fdlibm's `e_exp.c` (Java's `StrictMath.exp`), which `StrictMath.cosh` uses.
+#[allow(clippy::excessive_precision, clippy::approx_constant)]
+fn fdlibm_exp(x: f64) -> f64 {
+    const LN2_HI: [f64; 2] = [6.93147180369123816490e-01, -6.93147180369123816490e-01];
+    const LN2_LO: [f64; 2] = [1.90821492927058770002e-10, -1.90821492927058770002e-10];
+    const INV_LN2: f64 = 1.44269504088896338700e+00;
+    const P1: f64 = 1.66666666666666019037e-01;
+    const P2: f64 = -2.77777777770155933842e-03;
+    const P3: f64 = 6.61375632143793436117e-05;
+    const P4: f64 = -1.65339022054652515390e-06;
+    const P5: f64 = 4.13813679705723846039e-08;
+    const TWOM1000: f64 = 9.33263618503218878990e-302;
+    let hx_full = (x.to_bits() >> 32) as u32;
+    let xsb = (hx_full >> 31) as usize;
+    let hx = hx_full & 0x7fff_ffff;
+    if hx >= 0x4086_2E42 {
+        if !x.is_finite() {
+            return if x.is_nan() || xsb == 0 { x } else { 0.0 };
+        }
+        if x > 7.09782712893383973096e+02 {
+            return f64::INFINITY;
+        }
+        if x < -7.45133219101941108420e+02 {
+            return 0.0;
+        }
+    }
+    let (mut hi, mut lo, mut k) = (0.0, 0.0, 0i32);
+    let mut x = x;
+    if hx > 0x3fd6_2e42 {
+        if hx < 0x3FF0_A2B2 {
+            hi = x - LN2_HI[xsb];
+            lo = LN2_LO[xsb];
+            k = 1 - 2 * xsb as i32;
+        } else {
+            k = (INV_LN2 * x + if xsb == 0 { 0.5 } else { -0.5 }) as i32;
+            let t = k as f64;
+            hi = x - t * LN2_HI[0];
+            lo = t * LN2_LO[0];
+        }
+        x = hi - lo;
+    } else if hx < 0x3e30_0000 {
+        return 1.0 + x;
+    }
+    let t = x * x;
+    let c = x - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
+    if k == 0 {
+        return 1.0 - ((x * c) / (c - 2.0) - x);
+    }
+    let y = 1.0 - ((lo - (x * c) / (2.0 - c)) - hi);
+    let add_exp = |y: f64, k: i32| f64::from_bits((y.to_bits() as i64 + ((k as i64) << 52)) as u64);
+    if k >= -1021 {
+        add_exp(y, k)
+    } else {
+        add_exp(y, k + 1000) * TWOM1000
+    }
 }
 
 /// `java.util.Random(seed).nextDouble()`, so a seeded RAND gives SeaTunnel's value.
@@ -457,6 +558,68 @@ mod tests {
         assert_eq!(round_f64(1.25, 1, Mode::Down), 1.2);
         assert_eq!(round_int(155, -1, Mode::HalfUp), 160);
         assert_eq!(round_int(-155, -1, Mode::Down), -150);
+    }
+
+    #[test]
+    fn hyperbolic_functions_match_java() {
+        // (x, Math.cosh, Math.sinh, Math.tanh) as Java 17 prints them.
+        let cases = [
+            (
+                0.1,
+                1.0050041680558035,
+                0.10016675001984403,
+                0.09966799462495582,
+            ),
+            (
+                0.3,
+                1.0453385141288605,
+                0.3045202934471426,
+                0.2913126124515909,
+            ),
+            (
+                0.5,
+                1.1276259652063807,
+                0.5210953054937474,
+                0.46211715726000974,
+            ),
+            (
+                1.0,
+                1.543080634815244,
+                1.1752011936438014,
+                0.7615941559557649,
+            ),
+            (
+                2.0,
+                3.7621956910836314,
+                3.626860407847019,
+                0.9640275800758169,
+            ),
+            (
+                5.0,
+                74.20994852478785,
+                74.20321057778875,
+                0.9999092042625951,
+            ),
+            (
+                10.0,
+                11013.232920103324,
+                11013.232874703393,
+                0.9999999958776927,
+            ),
+            (21.9, 1.621881641788824E9, 1.621881641788824E9, 1.0),
+            (30.0, 5.343237290762231E12, 5.343237290762231E12, 1.0),
+            (700.0, 5.0711602736750225E303, 5.0711602736750225E303, 1.0),
+            (710.0, 1.1169973830808557E308, 1.1169973830808557E308, 1.0),
+            (
+                -1.0,
+                1.543080634815244,
+                -1.1752011936438014,
+                -0.7615941559557649,
+            ),
+        ];
+        for (x, c, s, t) in cases {
+            assert_eq!((java_cosh(x), x.sinh(), x.tanh()), (c, s, t), "{x}");
+        }
     }
 
     #[test]

@@ -369,8 +369,15 @@ fn right(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 /// 1-based char position of `search` in `s` from char `start` (1-based; negative counts
 /// from the end and searches backwards), 0 when absent — Java's indexOf/lastIndexOf + 1.
 fn find_pos(s: &str, search: &str, start: i64) -> i32 {
+    if s.is_ascii() && search.is_ascii() {
+        return find_in(s.as_bytes(), search.as_bytes(), start);
+    }
     let chars: Vec<char> = s.chars().collect();
     let pat: Vec<char> = search.chars().collect();
+    find_in(&chars, &pat, start)
+}
+
+fn find_in<T: PartialEq>(chars: &[T], pat: &[T], start: i64) -> i32 {
     let matches_at = |k: usize| k + pat.len() <= chars.len() && chars[k..k + pat.len()] == pat[..];
     if start < 0 {
         let from = chars.len() as i64 + start;
@@ -385,6 +392,10 @@ fn find_pos(s: &str, search: &str, start: i64) -> i32 {
             .unwrap_or(0)
     } else {
         let from = if start == 0 { 0 } else { start as usize - 1 };
+        if pat.is_empty() {
+            // Java's indexOf("", from) is `from`, at most the length.
+            return from.min(chars.len()) as i32 + 1;
+        }
         (from..=chars.len())
             .find(|k| matches_at(*k))
             .map(|k| k as i32 + 1)
@@ -628,17 +639,37 @@ fn regexp_substr(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
         let occurrence = a.opt_i64(3, i)?.unwrap_or(1);
         let group = a.opt_i64(5, i)?.unwrap_or(0).max(0) as usize;
         let re = cache.get(pat, mode.as_ref().and_then(|m| m.get(i)))?;
-        let from = v
+        // Java's Matcher.find(position): the search starts there but `^` and look-behind
+        // still see the whole text; a position past the end finds nothing.
+        let Some(mut at) = v
             .char_indices()
-            .nth(position)
             .map(|(b, _)| b)
-            .unwrap_or(v.len());
+            .chain(std::iter::once(v.len()))
+            .nth(position)
+        else {
+            return Ok(false);
+        };
         let mut found = None;
-        for (n, caps) in re.captures_iter(&v[from..]).enumerate() {
-            if n as i64 + 1 >= occurrence {
+        let mut n = 0;
+        while at <= v.len() {
+            let Some(caps) = re.captures_at(v, at) else {
+                break;
+            };
+            n += 1;
+            let (start, end) = caps
+                .get(0)
+                .map(|m| (m.start(), m.end()))
+                .unwrap_or((at, at));
+            if n >= occurrence {
                 found = Some(caps);
                 break;
             }
+            at = if end > start {
+                end
+            } else {
+                // After an empty match the next search starts one character later.
+                end + v[end..].chars().next().map_or(1, char::len_utf8)
+            };
         }
         match found.and_then(|c| c.get(group).map(|m| m.as_str().to_string())) {
             Some(m) => {
