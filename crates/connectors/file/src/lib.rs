@@ -7,6 +7,7 @@
 //!   place by the committer, so output appears exactly once per checkpoint.
 
 mod lzo;
+mod placeholder;
 mod read;
 mod sink;
 mod source;

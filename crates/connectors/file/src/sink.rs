@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
-use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use ferry_api::value::{array_value_to_json, RowStyle};
 use ferry_api::{
     FerryError, JobContext, OptionKind, OptionSpec, Options, Result, Sink, SinkCommitter,
@@ -21,6 +21,7 @@ use parquet::file::properties::WriterProperties;
 use serde_json::{json, Map, Value};
 
 use crate::lzo::LzopWriter;
+use crate::placeholder::{substitute, TableId};
 use crate::read::{Format, COMPONENT};
 use crate::source::{list_files, read_encoding, read_format};
 use crate::text::Enc;
@@ -80,23 +81,15 @@ enum TextCodec {
     Lzo,
 }
 
+/// What every input table shares.
 #[derive(Debug)]
 struct SinkConfig {
-    root: PathBuf,
     format: Format,
     field_delimiter: String,
     row_delimiter: String,
-    name_expression: String,
     time_format: String,
-    extension: String,
     transactional: bool,
-    /// Indices of partition columns in the input.
-    partition_cols: Vec<usize>,
     partition_names: Vec<String>,
-    partition_expression: String,
-    /// Indices of the input columns written to files, in order.
-    write_cols: Vec<usize>,
-    write_schema: SchemaRef,
     text_codec: TextCodec,
     parquet_codec: Compression,
     batch_size: u64,
@@ -104,6 +97,30 @@ struct SinkConfig {
     header: bool,
     encoding: Option<&'static encoding_rs::Encoding>,
     job_id: String,
+    /// One per input table, in input order.
+    tables: Vec<TableConfig>,
+    /// Index into `tables` by table name.
+    by_name: HashMap<Arc<str>, usize>,
+    /// The distinct output directories, in input order.
+    roots: Vec<PathBuf>,
+}
+
+/// One input table's options after its placeholders were filled in, and its columns.
+#[derive(Debug)]
+struct TableConfig {
+    name: Arc<str>,
+    root: PathBuf,
+    /// Part of the file names when another table writes into the same directory, so that
+    /// the tables' files never collide (SeaTunnel gives each table's writer its own id).
+    tag: Option<String>,
+    name_expression: String,
+    partition_expression: String,
+    extension: String,
+    /// Indices of partition columns in the input.
+    partition_cols: Vec<usize>,
+    /// Indices of the input columns written to files, in order.
+    write_cols: Vec<usize>,
+    write_schema: SchemaRef,
 }
 
 fn sanitize(s: &str) -> String {
@@ -128,15 +145,28 @@ fn io_err(path: &Path, e: impl std::fmt::Display) -> FerryError {
     FerryError::external(COMPONENT, format!("{}: {e}", path.display()))
 }
 
-fn column_index(o: &Options, schema: &Schema, key: &str, name: &str) -> Result<usize> {
+/// The index of column `name` of `table`; `multi` says whether to name the table.
+fn column_index(
+    o: &Options,
+    table: &TableSchema,
+    multi: bool,
+    key: &str,
+    name: &str,
+) -> Result<usize> {
+    let schema = &table.schema;
     schema
         .fields()
         .iter()
         .position(|f| f.name() == name)
         .ok_or_else(|| {
+            let whose = if multi {
+                format!("input table '{}'", table.name)
+            } else {
+                "the input".to_string()
+            };
             o.location().error_with_hint(
                 key,
-                format!("column '{name}' is not in the input"),
+                format!("column '{name}' is not in {whose}"),
                 format!(
                     "columns: {}",
                     schema
@@ -148,6 +178,81 @@ fn column_index(o: &Options, schema: &Schema, key: &str, name: &str) -> Result<u
                 ),
             )
         })
+}
+
+/// The options each input table gets its own copy of, placeholders filled in.
+struct PerTableOptions<'a> {
+    path: &'a str,
+    name_expression: &'a str,
+    partition_expression: &'a str,
+    extension: Option<&'a str>,
+    partition_by: &'a [String],
+    sink_columns: Option<&'a [String]>,
+    partition_in_file: bool,
+    default_extension: String,
+}
+
+/// Each input table's configuration: SeaTunnel creates one sink per table from the same
+/// options with that table's placeholders filled in; so does this.
+fn table_configs(
+    o: &Options,
+    input: &[TableSchema],
+    opts: &PerTableOptions<'_>,
+) -> Result<Vec<TableConfig>> {
+    let multi = input.len() > 1;
+    let mut tables = Vec::with_capacity(input.len());
+    for table in input {
+        let id = TableId::parse(&table.name);
+        let fields: Vec<&str> = table
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        let sub = |t: &str| substitute(t, &id, &fields);
+        let mut partition_cols = Vec::new();
+        for p in opts.partition_by {
+            partition_cols.push(column_index(o, table, multi, "partition_by", p)?);
+        }
+        let mut write_cols = match opts.sink_columns {
+            None => (0..fields.len()).collect::<Vec<_>>(),
+            Some(cols) => cols
+                .iter()
+                .map(|c| column_index(o, table, multi, "sink_columns", c))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        if !opts.partition_in_file {
+            write_cols.retain(|c| !partition_cols.contains(c));
+        }
+        let write_schema = Arc::new(table.schema.project(&write_cols)?);
+        let extension = match opts.extension.map(sub) {
+            Some(e) if e.starts_with('.') => e,
+            Some(e) => format!(".{e}"),
+            None => opts.default_extension.clone(),
+        };
+        tables.push(TableConfig {
+            name: table.name.clone(),
+            root: PathBuf::from(sub(opts.path)),
+            tag: None,
+            name_expression: sub(opts.name_expression),
+            partition_expression: sub(opts.partition_expression),
+            extension,
+            partition_cols,
+            write_cols,
+            write_schema,
+        });
+    }
+    // Tables that share a directory get their index and name in their file names.
+    for i in 0..tables.len() {
+        if tables
+            .iter()
+            .enumerate()
+            .any(|(j, t)| j != i && t.root == tables[i].root)
+        {
+            tables[i].tag = Some(format!("{i}-{}", sanitize(&tables[i].name)));
+        }
+    }
+    Ok(tables)
 }
 
 impl SinkFactory for LocalFileSinkFactory {
@@ -169,7 +274,7 @@ impl SinkFactory for LocalFileSinkFactory {
         input: &[TableSchema],
         job: &JobContext,
     ) -> Result<Arc<dyn Sink>> {
-        let root = PathBuf::from(o.required_string("path")?);
+        let path = o.required_string("path")?;
         let format = read_format(o, SINK_FORMATS)?.unwrap_or(Format::Csv);
         let field_delimiter = o.string("field_delimiter")?.unwrap_or_else(|| {
             if format == Format::Csv {
@@ -242,45 +347,46 @@ impl SinkFactory for LocalFileSinkFactory {
                 ))
             }
         };
-        let table = input
-            .first()
-            .ok_or_else(|| o.error("", "has no input table"))?;
-        let schema = table.schema.clone();
-        let mut partition_cols = Vec::new();
-        for p in &partition_by {
-            partition_cols.push(column_index(o, &schema, "partition_by", p)?);
+        if input.is_empty() {
+            return Err(o.error("", "has no input table"));
         }
-        let mut write_cols = match &sink_columns {
-            None => (0..schema.fields().len()).collect::<Vec<_>>(),
-            Some(cols) => cols
-                .iter()
-                .map(|c| column_index(o, &schema, "sink_columns", c))
-                .collect::<Result<Vec<_>>>()?,
+        let default_extension = if text_codec == TextCodec::Lzo {
+            format!(".lzo{}", format.suffix())
+        } else {
+            format.suffix().to_string()
         };
-        if !partition_in_file {
-            write_cols.retain(|c| !partition_cols.contains(c));
+        let tables = table_configs(
+            o,
+            input,
+            &PerTableOptions {
+                path: &path,
+                name_expression: &name_expression,
+                partition_expression: &partition_expression,
+                extension: extension_opt.as_deref(),
+                partition_by: &partition_by,
+                sink_columns: sink_columns.as_deref(),
+                partition_in_file,
+                default_extension,
+            },
+        )?;
+        let by_name = tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        let mut roots: Vec<PathBuf> = Vec::new();
+        for t in &tables {
+            if !roots.contains(&t.root) {
+                roots.push(t.root.clone());
+            }
         }
-        let write_schema = Arc::new(schema.project(&write_cols)?);
-        let extension = match extension_opt {
-            Some(e) if e.starts_with('.') => e,
-            Some(e) => format!(".{e}"),
-            None if text_codec == TextCodec::Lzo => format!(".lzo{}", format.suffix()),
-            None => format.suffix().to_string(),
-        };
         let cfg = SinkConfig {
-            root,
             format,
             field_delimiter,
             row_delimiter,
-            name_expression,
             time_format,
-            extension,
             transactional,
-            partition_cols,
             partition_names: partition_by,
-            partition_expression,
-            write_cols,
-            write_schema,
             text_codec,
             parquet_codec,
             batch_size,
@@ -288,27 +394,29 @@ impl SinkFactory for LocalFileSinkFactory {
             header,
             encoding,
             job_id: sanitize(&job.job_id),
+            tables,
+            by_name,
+            roots,
         };
-        apply_save_modes(&cfg, schema_mode, data_mode)?;
+        for root in &cfg.roots {
+            apply_save_modes(root, &cfg.job_id, schema_mode, data_mode)?;
+        }
         Ok(Arc::new(LocalFileSink { cfg: Arc::new(cfg) }))
     }
 }
 
 /// Marker that the save modes ran for this job, so that a restored job (same id) does
 /// not drop the data its first run already committed.
-fn save_mode_marker(cfg: &SinkConfig) -> PathBuf {
-    cfg.root
-        .join(STAGING_DIR)
-        .join(&cfg.job_id)
-        .join(".save_mode_done")
+fn save_mode_marker(root: &Path, job_id: &str) -> PathBuf {
+    root.join(STAGING_DIR).join(job_id).join(".save_mode_done")
 }
 
-fn apply_save_modes(cfg: &SinkConfig, schema_mode: &str, data_mode: &str) -> Result<()> {
-    let marker = save_mode_marker(cfg);
+/// Runs the save modes on one output directory, once per job id.
+fn apply_save_modes(root: &Path, job_id: &str, schema_mode: &str, data_mode: &str) -> Result<()> {
+    let marker = save_mode_marker(root, job_id);
     if marker.exists() {
         return Ok(());
     }
-    let root = &cfg.root;
     match schema_mode {
         "RECREATE_SCHEMA" if root.exists() => {
             std::fs::remove_dir_all(root).map_err(|e| io_err(root, e))?;
@@ -377,14 +485,16 @@ impl Sink for LocalFileSink {
             .as_ref()
             .and_then(|v| v.get("checkpoint"))
             .and_then(Value::as_u64);
+        let n = self.cfg.tables.len();
         let w = FileWriter {
             cfg: self.cfg.clone(),
             subtask: ctx.subtask,
             attempt: sanitize(&ctx.attempt),
             seq: restored_cp.map_or(1, |c| c + 1),
             last_checkpoint: restored_cp,
-            open: HashMap::new(),
-            rolls: HashMap::new(),
+            open: (0..n).map(|_| HashMap::new()).collect(),
+            rolls: (0..n).map(|_| HashMap::new()).collect(),
+            staged_roots: vec![false; self.cfg.roots.len()],
             done: Vec::new(),
             line: String::new(),
         };
@@ -433,7 +543,7 @@ struct OpenOut {
     target: PathBuf,
 }
 
-/// One subtask's writer.
+/// One subtask's writer. Keeps, per input table, its open files by partition directory.
 struct FileWriter {
     cfg: Arc<SinkConfig>,
     subtask: usize,
@@ -442,24 +552,26 @@ struct FileWriter {
     /// checkpoint id already prepared.
     seq: u64,
     last_checkpoint: Option<u64>,
-    open: HashMap<String, OpenOut>,
-    rolls: HashMap<String, u32>,
+    /// Per table: open files by partition directory.
+    open: Vec<HashMap<String, OpenOut>>,
+    /// Per table: files opened so far per partition directory in this checkpoint.
+    rolls: Vec<HashMap<String, u32>>,
+    /// Per output directory (`cfg.roots`): whether this checkpoint staged a file there.
+    staged_roots: Vec<bool>,
     /// Files closed since the last prepared commit: (staged, final).
     done: Vec<(PathBuf, PathBuf)>,
     line: String,
 }
 
 impl FileWriter {
-    fn subtask_dir(&self) -> PathBuf {
-        self.cfg
-            .root
-            .join(STAGING_DIR)
+    fn subtask_dir(&self, root: &Path) -> PathBuf {
+        root.join(STAGING_DIR)
             .join(&self.cfg.job_id)
             .join(self.subtask.to_string())
     }
 
-    fn stage_dir(&self) -> PathBuf {
-        self.subtask_dir()
+    fn stage_dir(&self, root: &Path) -> PathBuf {
+        self.subtask_dir(root)
             .join(&self.attempt)
             .join(self.seq.to_string())
     }
@@ -468,32 +580,38 @@ impl FileWriter {
     /// writer restarts from: those rows were never committed and will be written again.
     /// Staged files of checkpoints up to it may still await their (repeated) commit.
     fn clean_stale_staging(&self, restored_cp: Option<u64>) -> Result<()> {
-        let dir = self.subtask_dir();
-        let Ok(attempts) = std::fs::read_dir(&dir) else {
-            return Ok(());
-        };
-        for a in attempts.flatten() {
-            let Ok(seqs) = std::fs::read_dir(a.path()) else {
+        for root in &self.cfg.roots {
+            let dir = self.subtask_dir(root);
+            let Ok(attempts) = std::fs::read_dir(&dir) else {
                 continue;
             };
-            for s in seqs.flatten() {
-                let seq = s.file_name().to_string_lossy().parse::<u64>().ok();
-                if restored_cp.is_none() || seq.is_none_or(|n| Some(n) > restored_cp) {
-                    let p = s.path();
-                    std::fs::remove_dir_all(&p).map_err(|e| io_err(&p, e))?;
+            for a in attempts.flatten() {
+                let Ok(seqs) = std::fs::read_dir(a.path()) else {
+                    continue;
+                };
+                for s in seqs.flatten() {
+                    let seq = s.file_name().to_string_lossy().parse::<u64>().ok();
+                    if restored_cp.is_none() || seq.is_none_or(|n| Some(n) > restored_cp) {
+                        let p = s.path();
+                        std::fs::remove_dir_all(&p).map_err(|e| io_err(&p, e))?;
+                    }
                 }
+                let _ = std::fs::remove_dir(a.path()); // only when empty
             }
-            let _ = std::fs::remove_dir(a.path()); // only when empty
         }
         Ok(())
     }
 
-    fn file_name(&self, roll: u32) -> String {
-        let tid = format!(
+    fn file_name(&self, table: &TableConfig, roll: u32) -> String {
+        let mut tid = format!(
             "T_{}_{}_{}_{}",
             self.cfg.job_id, self.attempt, self.subtask, self.seq
         );
-        let mut name = self.cfg.name_expression.clone();
+        if let Some(tag) = &table.tag {
+            tid.push('_');
+            tid.push_str(tag);
+        }
+        let mut name = table.name_expression.clone();
         if !name.contains("${transactionId}") {
             name = format!("${{transactionId}}_{name}");
         }
@@ -510,17 +628,22 @@ impl FileWriter {
         if roll > 0 {
             name.push_str(&format!("_{roll}"));
         }
-        name.push_str(&self.cfg.extension);
+        name.push_str(&table.extension);
         name
     }
 
-    fn open_file(&mut self, part: &str) -> Result<OpenOut> {
-        let roll = *self.rolls.get(part).unwrap_or(&0);
-        let name = self.file_name(roll);
-        self.rolls.insert(part.to_string(), roll + 1);
-        let target = self.cfg.root.join(part).join(&name);
-        let staged = if self.cfg.transactional {
-            self.stage_dir().join(part).join(&name)
+    fn open_file(&mut self, t: usize, part: &str) -> Result<OpenOut> {
+        let cfg = self.cfg.clone();
+        let table = &cfg.tables[t];
+        let roll = *self.rolls[t].get(part).unwrap_or(&0);
+        let name = self.file_name(table, roll);
+        self.rolls[t].insert(part.to_string(), roll + 1);
+        let target = table.root.join(part).join(&name);
+        let staged = if cfg.transactional {
+            if let Some(r) = cfg.roots.iter().position(|r| *r == table.root) {
+                self.staged_roots[r] = true;
+            }
+            self.stage_dir(&table.root).join(part).join(&name)
         } else {
             target.clone()
         };
@@ -531,36 +654,31 @@ impl FileWriter {
             1 << 20,
             File::create(&staged).map_err(|e| io_err(&staged, e))?,
         );
-        let out = match self.cfg.format {
+        let out = match cfg.format {
             Format::Parquet => {
                 let props = WriterProperties::builder()
-                    .set_compression(self.cfg.parquet_codec)
+                    .set_compression(cfg.parquet_codec)
                     .build();
                 Out::Parquet(Box::new(
-                    ArrowWriter::try_new(file, self.cfg.write_schema.clone(), Some(props))
+                    ArrowWriter::try_new(file, table.write_schema.clone(), Some(props))
                         .map_err(|e| io_err(&staged, e))?,
                 ))
             }
             _ => {
-                let mut t = match self.cfg.text_codec {
+                let mut t = match cfg.text_codec {
                     TextCodec::None => TextOut::Plain(file),
                     TextCodec::Lzo => {
                         TextOut::Lzo(LzopWriter::new(file).map_err(|e| io_err(&staged, e))?)
                     }
                 };
-                if self.cfg.header && self.cfg.format != Format::Json {
-                    let names: Vec<&str> = self
-                        .cfg
+                if cfg.header && cfg.format != Format::Json {
+                    let names: Vec<&str> = table
                         .write_schema
                         .fields()
                         .iter()
                         .map(|f| f.name().as_str())
                         .collect();
-                    let line = format!(
-                        "{}{}",
-                        names.join(&self.cfg.field_delimiter),
-                        self.cfg.row_delimiter
-                    );
+                    let line = format!("{}{}", names.join(&cfg.field_delimiter), cfg.row_delimiter);
                     t.write_all(&self.encode(&line))
                         .map_err(|e| io_err(&staged, e))?;
                 }
@@ -633,25 +751,25 @@ impl FileWriter {
         Ok(())
     }
 
-    fn write_part(&mut self, part: &str, batch: &RecordBatch) -> Result<()> {
+    fn write_part(&mut self, t: usize, part: &str, batch: &RecordBatch) -> Result<()> {
         let mut offset = 0;
         while offset < batch.num_rows() {
-            let room = match self.open.get(part) {
+            let room = match self.open[t].get(part) {
                 _ if self.cfg.single_file => usize::MAX,
                 Some(o) => (self.cfg.batch_size.saturating_sub(o.rows)).max(1) as usize,
                 None => self.cfg.batch_size as usize,
             };
             let n = room.min(batch.num_rows() - offset);
-            self.write_slice(part, &batch.slice(offset, n))?;
+            self.write_slice(t, part, &batch.slice(offset, n))?;
             offset += n;
         }
         Ok(())
     }
 
-    fn write_slice(&mut self, part: &str, batch: &RecordBatch) -> Result<()> {
-        let mut out = match self.open.remove(part) {
+    fn write_slice(&mut self, t: usize, part: &str, batch: &RecordBatch) -> Result<()> {
+        let mut out = match self.open[t].remove(part) {
             Some(o) => o,
-            None => self.open_file(part)?,
+            None => self.open_file(t, part)?,
         };
         let res = match &mut out.out {
             Out::Parquet(w) => w.write(batch).map_err(|e| io_err(&out.staged, e)),
@@ -666,7 +784,7 @@ impl FileWriter {
         if !self.cfg.single_file && out.rows >= self.cfg.batch_size {
             self.close_out(out)?;
         } else {
-            self.open.insert(part.to_string(), out);
+            self.open[t].insert(part.to_string(), out);
         }
         Ok(())
     }
@@ -682,10 +800,24 @@ impl FileWriter {
         Ok(())
     }
 
-    /// The partition directory of each group of rows, with the rows' indices.
-    fn partition_groups(&self, batch: &RecordBatch) -> Result<Vec<(String, UInt32Array)>> {
-        let cols: Vec<ArrayRef> = self
-            .cfg
+    /// Closes every open file of every table.
+    fn close_all(&mut self) -> Result<()> {
+        for t in 0..self.open.len() {
+            let open: Vec<OpenOut> = self.open[t].drain().map(|(_, o)| o).collect();
+            for o in open {
+                self.close_out(o)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The partition directory of each group of rows of table `t`, with the rows' indices.
+    fn partition_groups(
+        &self,
+        t: usize,
+        batch: &RecordBatch,
+    ) -> Result<Vec<(String, UInt32Array)>> {
+        let cols: Vec<ArrayRef> = self.cfg.tables[t]
             .partition_cols
             .iter()
             .map(|i| {
@@ -723,7 +855,7 @@ impl FileWriter {
         let mut out = Vec::with_capacity(order.len());
         for k in order {
             let values: Vec<&str> = k.split('\u{0}').collect();
-            let dir = self.partition_dir(&values);
+            let dir = self.partition_dir(t, &values);
             if let Some(rows) = groups.remove(&k) {
                 out.push((dir, UInt32Array::from(rows)));
             }
@@ -731,9 +863,10 @@ impl FileWriter {
         Ok(out)
     }
 
-    fn partition_dir(&self, values: &[&str]) -> String {
+    fn partition_dir(&self, t: usize, values: &[&str]) -> String {
         let names = &self.cfg.partition_names;
-        if self.cfg.partition_expression == DEFAULT_PARTITION_DIR_EXPRESSION {
+        let expression = &self.cfg.tables[t].partition_expression;
+        if expression == DEFAULT_PARTITION_DIR_EXPRESSION {
             return names
                 .iter()
                 .zip(values)
@@ -741,7 +874,7 @@ impl FileWriter {
                 .collect::<Vec<_>>()
                 .join("/");
         }
-        let mut dir = self.cfg.partition_expression.clone();
+        let mut dir = expression.clone();
         // Highest index first so that ${k1} does not eat the start of ${k10}.
         for (i, (k, v)) in names.iter().zip(values).enumerate().rev() {
             dir = dir
@@ -750,34 +883,62 @@ impl FileWriter {
         }
         dir.trim_matches('/').to_string()
     }
+
+    /// The index of the table `batch` belongs to.
+    fn table_of(&self, batch: &ferry_api::ChangeBatch) -> Result<usize> {
+        // A single input table takes every batch, whatever the stream calls it.
+        if self.cfg.tables.len() == 1 {
+            return Ok(0);
+        }
+        self.cfg.by_name.get(&batch.table).copied().ok_or_else(|| {
+            FerryError::internal(format!(
+                "LocalFile sink got rows of table '{}', which is not among its input tables ({})",
+                batch.table,
+                self.cfg
+                    .tables
+                    .iter()
+                    .map(|t| t.name.as_ref())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+    }
 }
 
 impl SinkWriter for FileWriter {
     fn write(&mut self, batch: &ferry_api::ChangeBatch) -> Result<()> {
-        let data = batch.data.project(&self.cfg.write_cols)?;
-        let data = if data.schema().fields() != self.cfg.write_schema.fields() {
-            data.with_schema(self.cfg.write_schema.clone())?
+        let t = self.table_of(batch)?;
+        let cfg = self.cfg.clone();
+        let table = &cfg.tables[t];
+        let data = batch.data.project(&table.write_cols)?;
+        let data = if data.schema().fields() != table.write_schema.fields() {
+            data.with_schema(table.write_schema.clone())?
         } else {
             data
         };
-        if self.cfg.partition_cols.is_empty() {
-            return self.write_part("", &data);
+        if table.partition_cols.is_empty() {
+            return self.write_part(t, "", &data);
         }
-        for (dir, rows) in self.partition_groups(&batch.data)? {
+        for (dir, rows) in self.partition_groups(t, &batch.data)? {
             let part = arrow::compute::take_record_batch(&data, &rows)?;
-            self.write_part(&dir, &part)?;
+            self.write_part(t, &dir, &part)?;
         }
         Ok(())
     }
 
     fn prepare_commit(&mut self, checkpoint_id: u64) -> Result<Option<Value>> {
-        let open: Vec<OpenOut> = self.open.drain().map(|(_, o)| o).collect();
-        for o in open {
-            self.close_out(o)?;
-        }
+        self.close_all()?;
         let files = std::mem::take(&mut self.done);
-        let stage_dir = self.stage_dir();
-        self.rolls.clear();
+        let stage_dirs: Vec<Value> = self
+            .cfg
+            .roots
+            .iter()
+            .zip(&self.staged_roots)
+            .filter(|(_, staged)| **staged)
+            .map(|(root, _)| json!(self.stage_dir(root).to_string_lossy()))
+            .collect();
+        self.staged_roots.iter_mut().for_each(|s| *s = false);
+        self.rolls.iter_mut().for_each(HashMap::clear);
         self.seq = (self.seq + 1).max(checkpoint_id + 1);
         self.last_checkpoint = Some(checkpoint_id);
         if !self.cfg.transactional || files.is_empty() {
@@ -787,9 +948,7 @@ impl SinkWriter for FileWriter {
             .iter()
             .map(|(s, t)| json!([s.to_string_lossy(), t.to_string_lossy()]))
             .collect();
-        Ok(Some(
-            json!({"stage_dir": stage_dir.to_string_lossy(), "files": pairs}),
-        ))
+        Ok(Some(json!({"stage_dirs": stage_dirs, "files": pairs})))
     }
 
     fn snapshot(&mut self, checkpoint_id: u64) -> Result<Option<Value>> {
@@ -799,27 +958,27 @@ impl SinkWriter for FileWriter {
     }
 
     fn abort(&mut self) -> Result<()> {
-        let open: Vec<OpenOut> = self.open.drain().map(|(_, o)| o).collect();
-        for o in open {
-            drop(o.out);
-            let _ = std::fs::remove_file(&o.staged);
+        for open in &mut self.open {
+            for (_, o) in open.drain() {
+                drop(o.out);
+                let _ = std::fs::remove_file(&o.staged);
+            }
         }
         for (staged, _) in self.done.drain(..) {
             let _ = std::fs::remove_file(&staged);
         }
         if self.cfg.transactional {
-            let _ = std::fs::remove_dir_all(self.stage_dir());
+            for root in &self.cfg.roots {
+                let _ = std::fs::remove_dir_all(self.stage_dir(root));
+            }
         }
+        self.staged_roots.iter_mut().for_each(|s| *s = false);
         Ok(())
     }
 
     fn close(&mut self) -> Result<()> {
         // Anything not prepared is not committed: close the files so none stays open.
-        let open: Vec<OpenOut> = self.open.drain().map(|(_, o)| o).collect();
-        for o in open {
-            self.close_out(o)?;
-        }
-        Ok(())
+        self.close_all()
     }
 }
 
@@ -828,17 +987,23 @@ struct FileCommitter {
     cfg: Arc<SinkConfig>,
 }
 
-fn parse_info(info: &Value) -> Result<(PathBuf, Vec<(PathBuf, PathBuf)>)> {
+/// A commit info's staging directories and (staged, final) file pairs. Reads the
+/// single-table shape of earlier versions (`stage_dir`) too, so that a checkpoint they
+/// wrote is still published after an upgrade.
+fn parse_info(info: &Value) -> Result<(Vec<PathBuf>, Vec<(PathBuf, PathBuf)>)> {
     let bad = || {
         FerryError::internal(format!(
             "LocalFile commit info is not the shape it wrote: {info}"
         ))
     };
-    let stage = PathBuf::from(
-        info.get("stage_dir")
-            .and_then(Value::as_str)
-            .ok_or_else(bad)?,
-    );
+    let stages = match (info.get("stage_dirs"), info.get("stage_dir")) {
+        (Some(Value::Array(dirs)), _) => dirs
+            .iter()
+            .map(|d| d.as_str().map(PathBuf::from).ok_or_else(bad))
+            .collect::<Result<Vec<_>>>()?,
+        (None, Some(Value::String(d))) => vec![PathBuf::from(d)],
+        _ => return Err(bad()),
+    };
     let mut files = Vec::new();
     for p in info
         .get("files")
@@ -849,28 +1014,33 @@ fn parse_info(info: &Value) -> Result<(PathBuf, Vec<(PathBuf, PathBuf)>)> {
         let t = p.get(1).and_then(Value::as_str).ok_or_else(bad)?;
         files.push((PathBuf::from(s), PathBuf::from(t)));
     }
-    Ok((stage, files))
+    Ok((stages, files))
 }
 
-impl FileCommitter {
-    /// Removes `dir` and then each parent left empty, up to the staging root.
-    fn remove_stage(&self, dir: &Path) {
-        let _ = std::fs::remove_dir_all(dir);
-        let stop = self.cfg.root.join(STAGING_DIR);
-        let mut p = dir.parent();
-        while let Some(d) = p {
-            if !d.starts_with(&stop) || d == stop || std::fs::remove_dir(d).is_err() {
-                break;
-            }
-            p = d.parent();
+/// Removes the staging directory `dir`, then each parent it leaves empty, up to (not
+/// including) the `_ferry_tmp` directory it lies in.
+fn remove_stage(dir: &Path) {
+    let _ = std::fs::remove_dir_all(dir);
+    let in_staging = dir
+        .ancestors()
+        .skip(1)
+        .any(|a| a.file_name().is_some_and(|n| n == STAGING_DIR));
+    if !in_staging {
+        return;
+    }
+    let mut p = dir.parent();
+    while let Some(d) = p {
+        if d.file_name().is_some_and(|n| n == STAGING_DIR) || std::fs::remove_dir(d).is_err() {
+            break;
         }
+        p = d.parent();
     }
 }
 
 impl SinkCommitter for FileCommitter {
     fn commit(&mut self, checkpoint_id: u64, infos: Vec<Value>) -> Result<()> {
         for info in &infos {
-            let (stage, files) = parse_info(info)?;
+            let (stages, files) = parse_info(info)?;
             for (staged, target) in &files {
                 if staged.exists() {
                     if let Some(parent) = target.parent() {
@@ -890,28 +1060,35 @@ impl SinkCommitter for FileCommitter {
                 }
                 // Staged file gone and target present: published by an earlier attempt.
             }
-            self.remove_stage(&stage);
+            // Only once every file of every table is in place: tables may share a directory.
+            for stage in &stages {
+                remove_stage(stage);
+            }
         }
         Ok(())
     }
 
     fn abort(&mut self, _checkpoint_id: u64, infos: Vec<Value>) -> Result<()> {
         for info in &infos {
-            let (stage, files) = parse_info(info)?;
+            let (stages, files) = parse_info(info)?;
             for (staged, _) in files {
                 let _ = std::fs::remove_file(staged);
             }
-            self.remove_stage(&stage);
+            for stage in &stages {
+                remove_stage(stage);
+            }
         }
         Ok(())
     }
 
     fn finish(&mut self) -> Result<()> {
         // A finished batch job is not restored: a later run with the same id starts anew.
-        let job_dir = self.cfg.root.join(STAGING_DIR).join(&self.cfg.job_id);
-        let _ = std::fs::remove_file(save_mode_marker(&self.cfg));
-        let _ = std::fs::remove_dir(&job_dir);
-        let _ = std::fs::remove_dir(self.cfg.root.join(STAGING_DIR));
+        for root in &self.cfg.roots {
+            let staging = root.join(STAGING_DIR);
+            let _ = std::fs::remove_file(save_mode_marker(root, &self.cfg.job_id));
+            let _ = std::fs::remove_dir(staging.join(&self.cfg.job_id));
+            let _ = std::fs::remove_dir(staging);
+        }
         Ok(())
     }
 }
