@@ -982,6 +982,9 @@ impl SinkWriter for FileWriter {
     }
 }
 
+/// A staged file and the name it is published under.
+type FilePair = (PathBuf, PathBuf);
+
 /// Publishes staged files by renaming them into place.
 struct FileCommitter {
     cfg: Arc<SinkConfig>,
@@ -990,7 +993,7 @@ struct FileCommitter {
 /// A commit info's staging directories and (staged, final) file pairs. Reads the
 /// single-table shape of earlier versions (`stage_dir`) too, so that a checkpoint they
 /// wrote is still published after an upgrade.
-fn parse_info(info: &Value) -> Result<(Vec<PathBuf>, Vec<(PathBuf, PathBuf)>)> {
+fn parse_info(info: &Value) -> Result<(Vec<PathBuf>, Vec<FilePair>)> {
     let bad = || {
         FerryError::internal(format!(
             "LocalFile commit info is not the shape it wrote: {info}"

@@ -581,6 +581,354 @@ fn save_modes() {
     assert!(e.contains("compress_codec"), "{e}");
 }
 
+// ---- multi-table sink ----
+
+/// Two tables of different schemas: `db.fake1 (id int, name string)` with `n1` rows and
+/// `fake2 (code bigint)` with `n2` rows.
+fn two_tables(n1: usize, n2: usize) -> (Vec<TableSchema>, Vec<ChangeBatch>) {
+    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field};
+    let s1 = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int32, true),
+        Field::new("name", DataType::Utf8, true),
+    ]));
+    let s2 = Arc::new(Schema::new(vec![Field::new("code", DataType::Int64, true)]));
+    let b1 = RecordBatch::try_new(
+        s1.clone(),
+        vec![
+            Arc::new(Int32Array::from_iter_values(0..n1 as i32)),
+            Arc::new(StringArray::from_iter_values(
+                (0..n1).map(|i| format!("n{}", i % 2)),
+            )),
+        ],
+    )
+    .unwrap();
+    let b2 = RecordBatch::try_new(
+        s2.clone(),
+        vec![Arc::new(Int64Array::from_iter_values(
+            (0..n2 as i64).map(|i| 100 + i),
+        ))],
+    )
+    .unwrap();
+    (
+        vec![
+            TableSchema::new("db.fake1", s1),
+            TableSchema::new("fake2", s2),
+        ],
+        vec![
+            ChangeBatch::inserts("db.fake1".into(), b1),
+            ChangeBatch::inserts("fake2".into(), b2),
+        ],
+    )
+}
+
+fn multi_sink(opts: Value, tables: &[TableSchema]) -> ferry_api::Result<Arc<dyn ferry_api::Sink>> {
+    let mut o = Options::from_json("LocalFile", opts);
+    LocalFileSinkFactory.create(&mut o, tables, &job(JobMode::Batch))
+}
+
+/// The JSON lines of every visible file under `dir`.
+fn json_lines(dir: &Path) -> Vec<Value> {
+    visible_files(dir)
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn each_table_goes_to_the_directory_its_placeholders_name() {
+    let (tables, batches) = two_tables(4, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let s = multi_sink(
+        json!({"path": format!("{}/${{database_name:nodb}}/${{table_name}}", dir.path().display()),
+               "file_format_type": "json", "file_name_expression": "${table_full_name}_${transactionId}"}),
+        &tables,
+    )
+    .unwrap();
+    let mut w = s.create_writer(&writer_ctx("a0"), None).unwrap();
+    // Interleaved batches of both tables.
+    for b in batches.iter().chain(&batches) {
+        w.write(b).unwrap();
+    }
+    let info = w.prepare_commit(1).unwrap().unwrap();
+    assert_eq!(info["stage_dirs"].as_array().unwrap().len(), 2, "{info}");
+    assert!(
+        visible_files(dir.path()).is_empty(),
+        "nothing before commit"
+    );
+    let mut c = s.create_committer().unwrap().unwrap();
+    c.commit(1, vec![info.clone()]).unwrap();
+    c.commit(1, vec![info]).unwrap(); // repeated after a crash: harmless
+    c.finish().unwrap();
+
+    let one = dir.path().join("db/fake1");
+    let two = dir.path().join("nodb/fake2");
+    let rows1 = json_lines(&one);
+    let rows2 = json_lines(&two);
+    assert_eq!(rows1.len(), 8);
+    assert_eq!(rows2.len(), 6);
+    assert!(rows1
+        .iter()
+        .all(|r| r.as_object().unwrap().len() == 2 && r.get("name").is_some()));
+    assert!(rows2
+        .iter()
+        .all(|r| r.as_object().unwrap().keys().eq(["code"])));
+    let name1 = visible_files(&one)[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    assert!(
+        name1.starts_with("db.fake1_T_job1_a0_0_1") && name1.ends_with(".json"),
+        "{name1}"
+    );
+    let name2 = visible_files(&two)[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    assert!(name2.starts_with("fake2_T_job1_a0_0_1."), "{name2}");
+    for root in [&one, &two] {
+        assert!(
+            !root.join(crate::sink::STAGING_DIR).exists(),
+            "staging cleaned in {}",
+            root.display()
+        );
+    }
+}
+
+#[test]
+fn tables_sharing_a_directory_get_their_own_files() {
+    let (tables, batches) = two_tables(5, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let s = multi_sink(
+        json!({"path": dir.path(), "file_format_type": "csv", "batch_size": 2}),
+        &tables,
+    )
+    .unwrap();
+    let mut w = s.create_writer(&writer_ctx("a0"), None).unwrap();
+    for b in &batches {
+        w.write(b).unwrap();
+    }
+    let info = w.prepare_commit(1).unwrap().unwrap();
+    let mut c = s.create_committer().unwrap().unwrap();
+    c.commit(1, vec![info]).unwrap();
+    let names: Vec<String> = visible_files(dir.path())
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().to_string())
+        .collect();
+    // fake1: 5 rows at 2 per file = 3 files; fake2: 2 rows = 1 file.
+    let of = |tag: &str| names.iter().filter(|n| n.contains(tag)).count();
+    assert_eq!(of("T_job1_a0_0_1_0-db-fake1"), 3, "{names:?}");
+    assert_eq!(of("T_job1_a0_0_1_1-fake2"), 1, "{names:?}");
+    assert_eq!(names.len(), 4, "{names:?}");
+    let lines = |tag: &str| -> usize {
+        visible_files(dir.path())
+            .iter()
+            .filter(|f| f.to_string_lossy().contains(tag))
+            .map(|f| std::fs::read_to_string(f).unwrap().lines().count())
+            .sum()
+    };
+    assert_eq!(lines("db-fake1"), 5);
+    assert_eq!(lines("fake2"), 2);
+    assert!(std::fs::read_to_string(
+        visible_files(dir.path())
+            .iter()
+            .find(|f| f.to_string_lossy().contains("fake2"))
+            .unwrap()
+    )
+    .unwrap()
+    .starts_with("100\n"));
+}
+
+#[test]
+fn abort_and_restore_clean_every_tables_staging() {
+    let (tables, batches) = two_tables(3, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!("{}/${{table_name}}", dir.path().display());
+    let s = multi_sink(json!({"path": path, "file_format_type": "text"}), &tables).unwrap();
+    let mut w = s.create_writer(&writer_ctx("first"), None).unwrap();
+    for b in &batches {
+        w.write(b).unwrap();
+    }
+    let info1 = w.prepare_commit(1).unwrap().unwrap();
+    let state = w.snapshot(1).unwrap();
+    // Rows after checkpoint 1 that a crash leaves staged in both tables' directories.
+    for b in &batches {
+        w.write(b).unwrap();
+    }
+    w.prepare_commit(2).unwrap().unwrap();
+    drop(w);
+    for t in ["fake1", "fake2"] {
+        assert!(dir
+            .path()
+            .join(t)
+            .join("_ferry_tmp/job1/0/first/2")
+            .exists());
+    }
+    let mut w2 = s.create_writer(&writer_ctx("second"), state).unwrap();
+    for t in ["fake1", "fake2"] {
+        assert!(
+            !dir.path()
+                .join(t)
+                .join("_ferry_tmp/job1/0/first/2")
+                .exists(),
+            "{t}: stale staging removed"
+        );
+        assert!(
+            dir.path()
+                .join(t)
+                .join("_ferry_tmp/job1/0/first/1")
+                .exists(),
+            "{t}: pending commit kept"
+        );
+    }
+    let mut c = s.create_committer().unwrap().unwrap();
+    c.commit(1, vec![info1]).unwrap();
+    // Writer abort drops what both tables staged since the last prepare.
+    for b in &batches {
+        w2.write(b).unwrap();
+    }
+    w2.abort().unwrap();
+    assert!(w2.prepare_commit(2).unwrap().is_none());
+    // A prepared commit aborted by the committer leaves nothing behind either.
+    for b in &batches {
+        w2.write(b).unwrap();
+    }
+    let info3 = w2.prepare_commit(3).unwrap().unwrap();
+    c.abort(3, vec![info3]).unwrap();
+    c.finish().unwrap();
+    for t in ["fake1", "fake2"] {
+        let root = dir.path().join(t);
+        assert_eq!(
+            visible_files(&root).len(),
+            1,
+            "{t}: only checkpoint 1's file"
+        );
+        let n: usize = visible_files(&root)
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap().lines().count())
+            .sum();
+        assert_eq!(n, 3, "{t}");
+        assert!(!root.join("_ferry_tmp").exists(), "{t}: staging gone");
+    }
+}
+
+#[test]
+fn options_apply_to_each_table_and_errors_name_the_table() {
+    let (tables, batches) = two_tables(4, 2);
+    let dir = tempfile::tempdir().unwrap();
+    // partition_by must hold for every table, as SeaTunnel creates one sink per table.
+    let e = multi_sink(
+        json!({"path": format!("{}/${{table_name}}", dir.path().display()), "partition_by": ["name"]}),
+        &tables,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("partition_by") && e.contains("'name'") && e.contains("'fake2'"),
+        "{e}"
+    );
+    let e = multi_sink(
+        json!({"path": dir.path(), "sink_columns": ["code"]}),
+        &tables,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("sink_columns") && e.contains("'db.fake1'"),
+        "{e}"
+    );
+
+    // Save modes run once per output directory.
+    let out = dir.path().join("fake2");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("old.txt"), "x").unwrap();
+    let e = multi_sink(
+        json!({"path": format!("{}/${{table_name}}", dir.path().display()), "data_save_mode": "ERROR_WHEN_DATA_EXISTS"}),
+        &tables,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("fake2") && e.contains("already holds data"),
+        "{e}"
+    );
+    let s = multi_sink(
+        json!({"path": format!("{}/${{table_name}}", dir.path().display()), "data_save_mode": "DROP_DATA",
+               "file_format_type": "json", "is_enable_transaction": false}),
+        &tables,
+    )
+    .unwrap();
+    assert!(!out.join("old.txt").exists());
+    let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
+    for b in &batches {
+        w.write(b).unwrap();
+    }
+    assert!(
+        w.prepare_commit(1).unwrap().is_none(),
+        "direct writes commit nothing"
+    );
+    assert_eq!(json_lines(&dir.path().join("fake1")).len(), 4);
+    assert_eq!(json_lines(&out).len(), 2);
+
+    // A batch of a table the sink was not given is refused, not written somewhere.
+    let stray = ChangeBatch::inserts("other".into(), batches[1].data.clone());
+    let e = w.write(&stray).unwrap_err().to_string();
+    assert!(
+        e.contains("'other'") && e.contains("db.fake1, fake2"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_single_table_takes_its_stream_name_for_table_name() {
+    let (table, batch) = sample_batch(2);
+    let dir = tempfile::tempdir().unwrap();
+    let s = sink(
+        json!({"path": format!("{}/${{table_name}}", dir.path().display()), "file_format_type": "json"}),
+        &table,
+    );
+    let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
+    // A stream of one table may tag its batches differently; they still go to that table.
+    w.write(&ChangeBatch::inserts("renamed".into(), batch))
+        .unwrap();
+    let info = w.prepare_commit(1).unwrap().unwrap();
+    s.create_committer()
+        .unwrap()
+        .unwrap()
+        .commit(1, vec![info])
+        .unwrap();
+    assert_eq!(json_lines(&dir.path().join("t")).len(), 2);
+}
+
+#[test]
+fn commit_infos_of_the_single_table_shape_still_publish() {
+    let dir = tempfile::tempdir().unwrap();
+    let stage = dir.path().join("_ferry_tmp/job1/0/a/1");
+    std::fs::create_dir_all(&stage).unwrap();
+    std::fs::write(stage.join("f.txt"), "x\n").unwrap();
+    let (table, _) = sample_batch(1);
+    let s = sink(
+        json!({"path": dir.path(), "file_format_type": "text"}),
+        &table,
+    );
+    let info = json!({"stage_dir": stage.to_string_lossy(), "files": [[stage.join("f.txt").to_string_lossy(), dir.path().join("f.txt").to_string_lossy()]]});
+    s.create_committer()
+        .unwrap()
+        .unwrap()
+        .commit(1, vec![info])
+        .unwrap();
+    assert!(dir.path().join("f.txt").exists());
+    assert!(!dir.path().join("_ferry_tmp/job1/0").exists());
+}
+
 // ---- resumption and streaming ----
 
 #[test]
