@@ -316,6 +316,176 @@ fn tables_split_by_name_reach_only_their_own_sink() {
     }
 }
 
+/// One LocalFile sink for a stream of two tables of different schemas: `${table_name}` in
+/// `path` sends each table to its own directory (SeaTunnel's
+/// `fake_to_local_file_with_multiple_table.conf`, reduced).
+const ONE_SINK_TWO_TABLES: &str = r#"
+env { parallelism = 1, job.mode = BATCH }
+source {
+  FakeSource {
+    tables_configs = [
+      { row.num = 4, schema { table = "fake1", fields { id = int, name = string } } },
+      { row.num = 3, schema { table = "fake2", fields { code = bigint } } }
+    ]
+  }
+}
+sink { LocalFile { path = "@DIR@/out/${table_name}", file_format_type = "json" } }
+"#;
+
+/// The names of the entries of `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn one_local_file_sink_writes_each_table_into_its_own_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = assert_ok(dir.path(), ONE_SINK_TWO_TABLES);
+    assert!(err.contains("wrote [LocalFile=7]"), "{err}");
+    let out = dir.path().join("out");
+    assert_eq!(
+        entries(&out),
+        ["fake1", "fake2"],
+        "no literal ${{table_name}}"
+    );
+    let one = json_rows(&out.join("fake1"));
+    assert_eq!(one.len(), 4);
+    for r in &one {
+        assert_eq!(keys(r), ["id", "name"], "{r:?}");
+    }
+    let two = json_rows(&out.join("fake2"));
+    assert_eq!(two.len(), 3);
+    for r in &two {
+        assert_eq!(keys(r), ["code"], "{r:?}");
+    }
+    for t in ["fake1", "fake2"] {
+        assert!(
+            !out.join(t).join("_ferry_tmp").exists(),
+            "{t}: staging left"
+        );
+    }
+}
+
+/// Two readers; one sink names database, schema (with a default) and table in its path,
+/// another writes both tables into one directory, each into its own files.
+const PLACEHOLDERS_AND_SHARED_DIR: &str = r#"
+env { parallelism = 2, job.mode = BATCH }
+source {
+  FakeSource {
+    plugin_output = "fake"
+    tables_configs = [
+      { row.num = 5, schema { table = "db.public.orders", fields { id = int, amount = double } } },
+      { row.num = 3, schema { table = "db.users", fields { name = string } } }
+    ]
+  }
+}
+sink {
+  LocalFile {
+    plugin_input = "fake"
+    path = "@DIR@/split/${database_name}/${schema_name:none}/${table_name}"
+    file_format_type = "json"
+    file_name_expression = "${table_full_name}_${transactionId}"
+  }
+  LocalFile { plugin_input = "fake", path = "@DIR@/shared", file_format_type = "csv" }
+}
+"#;
+
+#[test]
+fn table_placeholders_and_tables_sharing_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = assert_ok(dir.path(), PLACEHOLDERS_AND_SHARED_DIR);
+    assert!(
+        err.contains("wrote [LocalFile#1=16 LocalFile#2=16]"),
+        "{err}"
+    );
+    let split = dir.path().join("split/db");
+    assert_eq!(entries(&split), ["none", "public"]);
+    let orders = json_rows(&split.join("public/orders"));
+    assert_eq!(orders.len(), 10, "5 rows from each of 2 readers");
+    assert!(orders.iter().all(|r| keys(r) == ["id", "amount"]));
+    let users = json_rows(&split.join("none/users"));
+    assert_eq!(users.len(), 6);
+    assert!(users.iter().all(|r| keys(r) == ["name"]));
+    assert!(entries(&split.join("public/orders"))
+        .iter()
+        .all(|n| n.starts_with("db.public.orders_T_")));
+
+    // The shared directory: each table's rows only in that table's files.
+    let shared = dir.path().join("shared");
+    let files = entries(&shared);
+    let lines_of = |tag: &str| -> Vec<String> {
+        files
+            .iter()
+            .filter(|n| n.contains(tag))
+            .flat_map(|n| {
+                std::fs::read_to_string(shared.join(n))
+                    .unwrap_or_default()
+                    .lines()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let orders = lines_of("_0-db-public-orders");
+    let users = lines_of("_1-db-users");
+    assert_eq!(orders.len(), 10, "{files:?}");
+    assert_eq!(users.len(), 6, "{files:?}");
+    assert!(
+        orders.iter().all(|l| l.split(',').count() == 2),
+        "{orders:?}"
+    );
+    assert_eq!(
+        visible_lines(&shared).len(),
+        16,
+        "no file outside the two tables' own: {files:?}"
+    );
+}
+
+#[test]
+fn a_multi_table_commit_interrupted_by_a_crash_is_published_once_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = ONE_SINK_TWO_TABLES.replace("@DIR@", &dir.path().display().to_string());
+    let job = write(dir.path(), "job.conf", &text);
+    let cp = dir.path().join("cp");
+    let run = |crash: Option<&str>| {
+        let mut c = ferry();
+        c.arg("run")
+            .arg(&job)
+            .args(["--job-id", "mt", "--checkpoint-dir"])
+            .arg(&cp);
+        if let Some(p) = crash {
+            c.env("FERRY_CRASH_POINT", p);
+        }
+        c.output().expect("ferry runs")
+    };
+    // Checkpoint stored, nothing published: both tables' files are still staged.
+    let first = run(Some("checkpoint-stored:1"));
+    assert!(!first.status.success());
+    let out = dir.path().join("out");
+    for t in ["fake1", "fake2"] {
+        assert!(
+            json_rows(&out.join(t)).is_empty(),
+            "{t}: published before commit"
+        );
+    }
+    let second = run(None);
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert_eq!(json_rows(&out.join("fake1")).len(), 4);
+    assert_eq!(json_rows(&out.join("fake2")).len(), 3);
+}
+
 /// JsonPath applies to every input table: both tables have a `payload` field among other,
 /// different fields. A row whose payload lacks `$.v` is dropped (SKIP_ROW).
 const JSON_PATH_TWO_TABLES: &str = r#"
