@@ -145,14 +145,17 @@ def _last_batch(q):
     return None if p is None else p.get("batchId")
 
 
-def run_streaming(spark, spec, plan, job_dir):
-    """Runs a STREAMING job until stopped; returns 'savepoint' or 'cancel'."""
+def run_streaming(spark, spec, plan, job_dir, on_batch=None):
+    """Runs a STREAMING job until stopped; returns 'savepoint' or 'cancel'. ``on_batch``
+    is called after micro-batches complete."""
     interval = plan["checkpoint_interval_ms"] or 10000
     sinks = plan["sinks"]
     queries = []
     stop = _Stop(job_dir)
     for k in sinks:
-        location = job_dir if len(sinks) == 1 else os.path.join(job_dir, "query-%d" % k["index"])
+        # Spark's checkpoint location: beside, not in, the job directory, whose `state`
+        # file (for `ferry jobs`) Spark would take for its own state store.
+        location = os.path.join(job_dir, "query-%d" % k["index"])
         streams = _frames(spark, spec, plan, True, location, interval)
         df = streams[k["inputs"][0]]
         q = (
@@ -167,7 +170,12 @@ def run_streaming(spark, spec, plan, job_dir):
         )
         queries.append(q)
     asked_at = None
+    seen = None
     while True:
+        progress = [_last_batch(q) for q in queries]
+        if on_batch is not None and progress != seen:
+            seen = progress
+            on_batch()
         for q in queries:
             if not q.isActive:
                 exc = q.exception()
@@ -222,7 +230,11 @@ def run_one(spark_holder, a):
     try:
         spark = spark_holder()
         if streaming:
-            outcome = run_streaming(spark, spec, plan, job_dir or temp_dir)
+            def on_batch():
+                if job_dir:
+                    _native.set_state(job_dir, plan["job_id"], "RUNNING", os.getpid())
+
+            outcome = run_streaming(spark, spec, plan, job_dir or temp_dir, on_batch)
             final = "SAVEPOINT" if outcome == "savepoint" else "CANCELLED"
         else:
             run_batch(spark, spec, plan)

@@ -1,9 +1,9 @@
-//! The job directory of a Spark job: `<checkpoint-dir>/<job-id>/`, which is also Spark's
-//! checkpoint location. Beside Spark's own `metadata`, `offsets/` and `commits/` it holds
-//! what Ferry keeps: `sources/` (what partitions read, see [`crate::source`]),
-//! `published/` (see [`crate::sink`]), `fingerprint` (of the job file it was started with),
-//! and the `state` and `control` files that `ferry jobs`, `ferry savepoint` and
-//! `ferry cancel` use, in the same format as the embedded engine's.
+//! The job directory of a Spark job: `<checkpoint-dir>/<job-id>/`. It holds `fingerprint`
+//! (of the job file it was started with), the `state` and `control` files that
+//! `ferry jobs`, `ferry savepoint` and `ferry cancel` use (the embedded engine's format),
+//! and one Spark checkpoint location per sink, `query-<sink>/`: Spark's own `metadata`,
+//! `offsets/`, `commits/` and `state/`, and what Ferry keeps there, `sources/` (what
+//! partitions read, see [`crate::source`]) and `published/` (see [`crate::sink`]).
 
 use std::path::{Path, PathBuf};
 
@@ -139,9 +139,12 @@ mod tests {
     fn spark_batches_count_as_ferry_checkpoints_from_one() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(last_committed(dir.path()), None);
-        std::fs::create_dir_all(dir.path().join("commits")).unwrap();
-        std::fs::write(dir.path().join("commits/0"), "").unwrap();
-        std::fs::write(dir.path().join("commits/4"), "").unwrap();
+        std::fs::create_dir_all(dir.path().join("query-0/commits")).unwrap();
+        std::fs::write(dir.path().join("query-0/commits/0"), "").unwrap();
+        std::fs::write(dir.path().join("query-0/commits/4"), "").unwrap();
         assert_eq!(last_committed(dir.path()), Some(5));
+        std::fs::create_dir_all(dir.path().join("query-1/commits")).unwrap();
+        std::fs::write(dir.path().join("query-1/commits/2"), "").unwrap();
+        assert_eq!(last_committed(dir.path()), Some(3));
     }
 }
