@@ -84,14 +84,23 @@ pub fn set_state(
     ferry_checkpoint::write_atomic(&job_dir.join("state"), &body)
 }
 
-/// The latest batch Spark marked committed in `commits/`, as a Ferry checkpoint number
-/// (Spark counts batches from 0, Ferry checkpoints from 1).
+/// The latest batch Spark marked committed in `query-*/commits/`, as a Ferry checkpoint
+/// number (Spark counts batches from 0, Ferry checkpoints from 1). With several sinks
+/// (queries), the smallest of their latest batches.
 pub fn last_committed(job_dir: &Path) -> Option<u64> {
-    let rd = std::fs::read_dir(job_dir.join("commits")).ok()?;
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()))
-        .max()
-        .map(|b| b + 1)
+    let queries = std::fs::read_dir(job_dir).ok()?;
+    queries
+        .flatten()
+        .filter(|q| q.file_name().to_string_lossy().starts_with("query-"))
+        .map(|q| {
+            let rd = std::fs::read_dir(q.path().join("commits")).ok()?;
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()))
+                .max()
+                .map(|b| b + 1)
+        })
+        .min()
+        .flatten()
 }
 
 #[cfg(test)]
