@@ -4,7 +4,9 @@
 //! - [`LocalFileSourceFactory`]: one split per file, resumable inside a file, streaming
 //!   discovery of new files (names starting with `.` or `_` are never read).
 //! - [`LocalFileSinkFactory`]: files staged under `<path>/_ferry_tmp/…` and renamed into
-//!   place by the committer, so output appears exactly once per checkpoint.
+//!   place by the committer, so output appears exactly once per checkpoint; several input
+//!   tables each get their own files, in the directory `path` names for them
+//!   (`${table_name}`, `${database_name}`, `${schema_name}`).
 
 mod lzo;
 mod placeholder;

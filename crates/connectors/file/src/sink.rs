@@ -1,6 +1,8 @@
 //! The `LocalFile` sink: writes text, csv, json or parquet files, optionally in
 //! hive-style partition directories, and publishes them exactly once through staged
-//! files that the committer renames into place.
+//! files that the committer renames into place. A stream of several tables is written
+//! table by table, each with its own columns, files and (through `${table_name}` and the
+//! other table placeholders) directory, as SeaTunnel's multi-table file sink does.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -47,7 +49,7 @@ const DEFAULT_PARTITION_DIR_EXPRESSION: &str = "${k0}=${v0}/${k1}=${v1}/.../${kn
 
 /// The sink's options.
 pub const SINK_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required("path", OptionKind::String, "Directory to write into."),
+    OptionSpec::required("path", OptionKind::String, "Directory to write into; ${table_name}, ${database_name}, ${schema_name} name each input table's own directory."),
     OptionSpec::optional("file_format_type", OptionKind::Enum(SINK_FORMATS), Some("csv"), "text, csv, json or parquet."),
     OptionSpec::optional("field_delimiter", OptionKind::String, Some("\\u0001 (text), , (csv)"), "Column separator of text and csv."),
     OptionSpec::optional("row_delimiter", OptionKind::String, Some("\\n"), "Row separator of text, csv and json."),
