@@ -295,7 +295,9 @@ fn decide_delivery(sources: &[SourceNode], sinks: &[SinkNode], mode: CheckpointM
 /// A stream that carries a single table is known by the stream's name, so that a
 /// query or rule names the table the way the job file names the stream.
 fn single_table_rename(tables: &mut [TableSchema], stream: &str) -> Option<Arc<str>> {
-    if tables.len() == 1 {
+    // A generated stream name (`__source_0`, no plugin_output given) is no table name:
+    // the table keeps the one its plugin gave it.
+    if tables.len() == 1 && !stream.starts_with("__") {
         let name: Arc<str> = Arc::from(stream);
         tables[0].name = name.clone();
         Some(name)
