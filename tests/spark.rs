@@ -383,3 +383,150 @@ fn a_job_file_error_is_reported_before_spark_starts() {
     assert!(!err.contains("session started"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
+
+/// A small deterministic generator (xorshift64*), so every run kills at the same moments.
+struct Rng(u64);
+
+impl Rng {
+    fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        lo + self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % (hi - lo)
+    }
+}
+
+const ROWS_PER_FILE: u64 = 100;
+
+/// Adds input file `n` the way producers should: written aside, then renamed in.
+fn add_file(input: &Path, n: u64) {
+    let text: String = (0..ROWS_PER_FILE)
+        .map(|i| format!("{},row-{n}-{i}\n", n * ROWS_PER_FILE + i))
+        .collect();
+    let tmp = input.join(format!(".part-{n:05}.csv"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, input.join(format!("part-{n:05}.csv"))).unwrap();
+}
+
+/// Micro-batches Spark planned so far (its offset log) for the job's one sink.
+fn batches(ckpt: &Path) -> usize {
+    std::fs::read_dir(ckpt.join("crash/query-0/offsets"))
+        .map(|rd| rd.flatten().count())
+        .unwrap_or(0)
+}
+
+/// Output ids with how often each appears.
+fn output_ids(dir: &Path) -> std::collections::BTreeMap<u64, usize> {
+    let mut ids = std::collections::BTreeMap::new();
+    for line in visible_lines(dir) {
+        let id: u64 = line
+            .split(',')
+            .next()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("bad output line {line:?}"));
+        *ids.entry(id).or_insert(0) += 1;
+    }
+    ids
+}
+
+/// Kills the whole Spark driver process group (driver, JVM, Python workers) with SIGKILL
+/// at random moments, five times, restarting the job each time with the same job id; in
+/// the end every input id is in the output exactly once.
+#[test]
+fn crashes_of_the_whole_driver_lose_and_repeat_nothing() {
+    use std::os::unix::process::CommandExt;
+    let _one = serial();
+    let root = tempfile::tempdir().unwrap();
+    let input = root.path().join("in");
+    let output = root.path().join("out");
+    std::fs::create_dir_all(&input).unwrap();
+    let job = root.path().join("job.conf");
+    std::fs::write(
+        &job,
+        format!(
+            r#"
+env {{ job.name = "crash", job.mode = "STREAMING", checkpoint.interval = 1000, parallelism = 2 }}
+source {{ LocalFile {{ plugin_output = events, path = "{}", file_format_type = csv, schema = {{ fields {{ id = bigint, payload = string }} }} }} }}
+sink {{ LocalFile {{ path = "{}", file_format_type = csv, is_enable_transaction = true }} }}
+"#,
+            input.display(),
+            output.display()
+        ),
+    )
+    .unwrap();
+    let ckpt = root.path().join("ckpt");
+    let start = || {
+        ferry()
+            .arg("run")
+            .arg(&job)
+            .args(["--engine", "spark", "--job-id", "crash", "--checkpoint-dir"])
+            .arg(&ckpt)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("ferry starts")
+    };
+    let mut rng = Rng(0x5EED_F00D);
+    let mut files = 0;
+    for _ in 0..3 {
+        add_file(&input, files);
+        files += 1;
+    }
+    for round in 0..5 {
+        let planned = batches(&ckpt);
+        let mut child = start();
+        wait_running("crash", &ckpt);
+        // Random points of a running query: after this run planned its first micro-batch.
+        let started = eventually(Duration::from_secs(60), || batches(&ckpt) > planned);
+        assert!(started, "round {round}: no micro-batch started");
+        let mut left = rng.between(200, 5_000);
+        while left > 0 {
+            let step = left.min(700);
+            std::thread::sleep(Duration::from_millis(step));
+            left -= step;
+            add_file(&input, files);
+            files += 1;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "round {round}: the job ended by itself ({status}): {}",
+                stderr_of(child)
+            );
+        }
+        let status = Command::new("kill")
+            .args(["-KILL", "--"])
+            .arg(format!("-{}", child.id()))
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "round {round}: kill failed");
+        let _ = wait_for(&mut child, Duration::from_secs(30), "the killed driver");
+        let ids = output_ids(&output);
+        eprintln!(
+            "round {round}: killed after {} micro-batches in all, {} ids out",
+            batches(&ckpt),
+            ids.len()
+        );
+        let twice: Vec<_> = ids.iter().filter(|(_, n)| **n > 1).take(5).collect();
+        assert!(
+            twice.is_empty(),
+            "round {round}: ids written twice: {twice:?}"
+        );
+    }
+    let mut last = start();
+    wait_running("crash", &ckpt);
+    let expected = files * ROWS_PER_FILE;
+    let all = eventually(Duration::from_secs(120), || {
+        output_ids(&output).len() as u64 >= expected
+    });
+    savepoint("crash", &ckpt);
+    let status = wait_for(&mut last, Duration::from_secs(90), "the last run");
+    let err = stderr_of(last);
+    assert!(status.success(), "last run: {err}");
+    let ids = output_ids(&output);
+    assert!(all, "{} of {expected} ids arrived", ids.len());
+    let twice: Vec<_> = ids.iter().filter(|(_, n)| **n > 1).take(5).collect();
+    assert!(twice.is_empty(), "ids written twice: {twice:?}");
+    assert_eq!(ids.len() as u64, expected);
+    assert_eq!(ids.keys().next_back().copied(), Some(expected - 1));
+}

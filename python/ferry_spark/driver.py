@@ -69,6 +69,8 @@ def session(master):
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.streaming.stopTimeout", "30s")
+        # Each task attempt stages its own output; speculative duplicates are not needed.
+        .config("spark.speculation", "false")
     )
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -156,6 +158,11 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None):
         # Spark's checkpoint location: beside, not in, the job directory, whose `state`
         # file (for `ferry jobs`) Spark would take for its own state store.
         location = os.path.join(job_dir, "query-%d" % k["index"])
+        from ferry_spark import _native
+
+        recovered = _native.recover_commits(spec, k["index"], os.path.join(location, "published", str(k["index"])))
+        if recovered:
+            _say("finished %d commit(s) of sink %s that a crash interrupted" % (recovered, k["label"]))
         streams = _frames(spark, spec, plan, True, location, interval)
         df = streams[k["inputs"][0]]
         q = (

@@ -325,6 +325,15 @@ fn commit(
     .map_err(err)
 }
 
+/// Finishes commits a crash interrupted under `dir` (`published/<sink>` of a checkpoint
+/// location); returns how many.
+#[pyfunction]
+fn recover_commits(py: Python<'_>, spec: &str, sink: usize, dir: &str) -> PyResult<usize> {
+    let j = job(spec)?;
+    py.detach(|| crate::sink::recover(&j, sink, Path::new(dir)))
+        .map_err(err)
+}
+
 /// Discards prepared commits.
 #[pyfunction]
 fn abort(spec: &str, sink: usize, checkpoint_id: u64, infos_json: Vec<String>) -> PyResult<()> {
@@ -356,6 +365,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(batch_splits, m)?)?;
     m.add_function(wrap_pyfunction!(commit, m)?)?;
     m.add_function(wrap_pyfunction!(abort, m)?)?;
+    m.add_function(wrap_pyfunction!(recover_commits, m)?)?;
     m.add_function(wrap_pyfunction!(open_job_dir, m)?)?;
     m.add_function(wrap_pyfunction!(set_state, m)?)?;
     m.add_class::<SourcePartition>()?;

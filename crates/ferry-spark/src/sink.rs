@@ -87,8 +87,12 @@ impl PartitionWriter {
 
 /// Publishes the prepared commits `infos` of checkpoint `checkpoint_id` through sink
 /// `sink`'s committer, once: when `record` is given and exists, the batch was published
-/// before and nothing happens (returns `false`); after publishing, `record` is written.
-/// With `finish`, the committer's end-of-job checks run too (batch jobs).
+/// before, and the new `infos` (a replay's) are discarded (returns `false`).
+///
+/// With a `record`, the infos are first stored beside it (`<record>.pending`), so that a
+/// crash in the middle of publishing is finished by [`recover`] with the same infos
+/// before Spark replays the batch. With `finish`, the committer's end-of-job checks run
+/// too (batch jobs).
 pub fn commit(
     job: &SparkJob,
     sink: usize,
@@ -99,9 +103,84 @@ pub fn commit(
 ) -> Result<bool> {
     if let Some(r) = record {
         if r.exists() {
+            abort(job, sink, checkpoint_id, infos)?;
             return Ok(false);
         }
+        let pending = PendingCommit {
+            checkpoint: checkpoint_id,
+            infos: infos.clone(),
+        };
+        write_file(
+            &pending_path(r),
+            &serde_json::to_vec(&pending).map_err(FerryError::internal)?,
+        )?;
     }
+    publish(job, sink, checkpoint_id, infos, finish)?;
+    if let Some(r) = record {
+        write_file(r, checkpoint_id.to_string().as_bytes())?;
+        let _ = std::fs::remove_file(pending_path(r));
+    }
+    Ok(true)
+}
+
+/// Finishes the commits that a crash interrupted (a `.pending` file without its record)
+/// under `dir` (`published/<sink>/` of a checkpoint location), with the infos they were
+/// started with; returns how many. Run it before the query starts: writers of the
+/// replayed batch may clean up staged output the interrupted commit still needs.
+pub fn recover(job: &SparkJob, sink: usize, dir: &Path) -> Result<usize> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(0);
+    };
+    let mut done = 0;
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(record_name) = name.strip_suffix(PENDING) else {
+            continue;
+        };
+        let record = dir.join(record_name);
+        if !record.exists() {
+            let p: PendingCommit = ferry_checkpoint::read_checked(&e.path())?;
+            publish(job, sink, p.checkpoint, p.infos, false)?;
+            write_file(&record, p.checkpoint.to_string().as_bytes())?;
+            done += 1;
+        }
+        let _ = std::fs::remove_file(e.path());
+    }
+    Ok(done)
+}
+
+const PENDING: &str = ".pending";
+
+/// Prepared commits being published.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct PendingCommit {
+    checkpoint: u64,
+    infos: Vec<Value>,
+}
+
+fn pending_path(record: &Path) -> std::path::PathBuf {
+    let mut name = record
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(PENDING);
+    record.with_file_name(name)
+}
+
+fn write_file(path: &Path, body: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| FerryError::io("spark", dir.display(), e))?;
+    }
+    ferry_checkpoint::write_atomic(path, body)
+}
+
+fn publish(
+    job: &SparkJob,
+    sink: usize,
+    checkpoint_id: u64,
+    infos: Vec<Value>,
+    finish: bool,
+) -> Result<()> {
     let node = job
         .plan
         .sinks
@@ -113,13 +192,7 @@ pub fn commit(
             c.finish()?;
         }
     }
-    if let Some(r) = record {
-        if let Some(dir) = r.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| FerryError::io("spark", dir.display(), e))?;
-        }
-        ferry_checkpoint::write_atomic(r, checkpoint_id.to_string().as_bytes())?;
-    }
-    Ok(true)
+    Ok(())
 }
 
 /// Discards the prepared commits `infos` of checkpoint `checkpoint_id`.
@@ -236,11 +309,47 @@ mod tests {
         let record = dir.path().join("published/0/q-0");
         assert!(commit(&job, 0, 1, vec![info.clone()], Some(&record), false).unwrap());
         assert_eq!(visible(&out), 3);
+        // A replay of the batch prepares again; its output is discarded.
+        let mut w = PartitionWriter::open(&job, 0, 0, 1, "q-0-0-1").unwrap();
+        w.write(&ids(3)).unwrap();
+        let again = w.prepare(1).unwrap().unwrap();
         assert!(
-            !commit(&job, 0, 1, vec![info], Some(&record), false).unwrap(),
+            !commit(&job, 0, 1, vec![again], Some(&record), false).unwrap(),
             "a recorded batch is skipped"
         );
         assert_eq!(visible(&out), 3);
+        assert!(!dir.path().join("published/0/q-0.pending").exists());
+    }
+
+    #[test]
+    fn a_commit_interrupted_by_a_crash_is_finished_with_its_own_infos() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let job = job(&out);
+        let mut w = PartitionWriter::open(&job, 0, 0, 1, "q-4-0-0").unwrap();
+        w.write(&ids(5)).unwrap();
+        let info = w.prepare(5).unwrap().unwrap();
+        // The crash: infos stored, nothing published, no record.
+        let record = dir.path().join("published/0/q-4");
+        let pending = PendingCommit {
+            checkpoint: 5,
+            infos: vec![info],
+        };
+        write_file(
+            &pending_path(&record),
+            &serde_json::to_vec(&pending).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            recover(&job, 0, &dir.path().join("published/0")).unwrap(),
+            1
+        );
+        assert_eq!(visible(&out), 5);
+        assert!(record.exists());
+        assert_eq!(
+            recover(&job, 0, &dir.path().join("published/0")).unwrap(),
+            0
+        );
     }
 
     #[test]
