@@ -60,9 +60,13 @@ def session(master):
     from ferry_spark.datasource import register
 
     started = time.monotonic()
+    master = master or os.environ.get("FERRY_SPARK_MASTER") or "local[*]"
+    if master.startswith("local"):
+        # A host name that resolves to a loopback address makes Spark warn and guess.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     b = (
         SparkSession.builder.appName("ferry")
-        .master(master or os.environ.get("FERRY_SPARK_MASTER") or "local[*]")
+        .master(master)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
         .config("spark.sql.shuffle.partitions", "4")
