@@ -393,7 +393,8 @@ def chart(results: dict, path: Path, title: str):
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
         for i, (v, e) in enumerate(zip(vals, ends)):
-            ax.text(e * (1.05 if "log" in label else 1.0), i, f"  {v:.3g}", va="center", fontsize=8)
+            ax.text(e * (1.05 if "log" in label else 1.0), i, f"  {v:,.0f}" if v >= 100 else f"  {v:.3g}",
+                    va="center", fontsize=8)
         ax.set_xlim(right=max(ends) * (3 if "log" in label else 1.25))
         ax.tick_params(labelsize=8)
     fig.suptitle(title, fontsize=10)
