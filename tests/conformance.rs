@@ -7,57 +7,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{conformance_dir, ferry};
+use common::{cases, conformance_dir, ferry, rewrite_paths, Case};
 
 /// Cases that need a plugin that has not landed yet, with the reason. Nothing else may be listed.
 const PENDING: &[(&str, &str)] = &[];
-
-struct Case {
-    path: String,
-    mode: String,
-    setup: Vec<(String, String)>,
-    vars: Vec<(String, String)>,
-}
-
-fn cases() -> Vec<Case> {
-    let tsv = std::fs::read_to_string(conformance_dir().join("cases.tsv"))
-        .expect("cases.tsv is readable");
-    tsv.lines()
-        .skip(1)
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let cols: Vec<&str> = l.split('\t').collect();
-            let pairs = |i: usize, sep: &str| -> Vec<(String, String)> {
-                cols.get(i)
-                    .map(|c| {
-                        c.split(';')
-                            .filter(|p| !p.is_empty())
-                            .filter_map(|p| {
-                                p.split_once(sep)
-                                    .map(|(a, b)| (a.to_string(), b.to_string()))
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            Case {
-                path: cols[0].to_string(),
-                mode: cols.get(1).unwrap_or(&"batch").to_string(),
-                setup: pairs(2, "=>"),
-                vars: pairs(3, "="),
-            }
-        })
-        .collect()
-}
-
-/// Rewrites the absolute paths of SeaTunnel's test containers into `root`.
-fn rewrite(text: &str, root: &Path) -> String {
-    let r = root.display();
-    text.replace("/seatunnel/read/", &format!("{r}/seatunnel/read/"))
-        .replace("/tmp/seatunnel/", &format!("{r}/tmp/seatunnel/"))
-        .replace("/tmp/hive/", &format!("{r}/tmp/hive/"))
-        .replace("/tmp/fake_empty", &format!("{r}/tmp/fake_empty"))
-}
 
 /// Evaluates `$(...)` in a variable value as a shell would.
 fn shell_eval(value: &str) -> String {
@@ -78,7 +31,7 @@ fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
     let text =
         std::fs::read_to_string(dir.join("cases").join(&c.path)).expect("case file is readable");
     for (data, target) in &c.setup {
-        let target = PathBuf::from(rewrite(target, root));
+        let target = PathBuf::from(rewrite_paths(target, root));
         std::fs::create_dir_all(target.parent().expect("target has a parent"))
             .expect("create data dir");
         std::fs::copy(dir.join("data").join(data), &target).expect("copy data file");
@@ -88,7 +41,7 @@ fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
             .file_name()
             .expect("case has a file name"),
     );
-    std::fs::write(&job, rewrite(&text, root)).expect("write job file");
+    std::fs::write(&job, rewrite_paths(&text, root)).expect("write job file");
     let vars = c
         .vars
         .iter()

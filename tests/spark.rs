@@ -9,7 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{conformance_dir, eventually, ferry, rewrite_paths, visible_lines, wait_for};
+use common::{
+    cases, conformance_dir, eventually, ferry, rewrite_paths, visible_lines, wait_for, Case,
+};
 
 /// One Spark session at a time: two JVMs on a small machine make both slow.
 static SPARK: Mutex<()> = Mutex::new(());
@@ -36,45 +38,6 @@ fn spark_python() -> PathBuf {
         py.display()
     );
     py
-}
-
-struct Case {
-    path: String,
-    mode: String,
-    setup: Vec<(String, String)>,
-    vars: Vec<(String, String)>,
-}
-
-/// The cases of the conformance pack (`cases.tsv`), as tests/conformance.rs reads them.
-fn cases() -> Vec<Case> {
-    let tsv = std::fs::read_to_string(conformance_dir().join("cases.tsv"))
-        .expect("cases.tsv is readable");
-    tsv.lines()
-        .skip(1)
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let cols: Vec<&str> = l.split('\t').collect();
-            let pairs = |i: usize, sep: &str| -> Vec<(String, String)> {
-                cols.get(i)
-                    .map(|c| {
-                        c.split(';')
-                            .filter(|p| !p.is_empty())
-                            .filter_map(|p| {
-                                p.split_once(sep)
-                                    .map(|(a, b)| (a.to_string(), b.to_string()))
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            Case {
-                path: cols[0].to_string(),
-                mode: cols.get(1).unwrap_or(&"batch").to_string(),
-                setup: pairs(2, "=>"),
-                vars: pairs(3, "="),
-            }
-        })
-        .collect()
 }
 
 fn shell_eval(value: &str) -> String {

@@ -88,3 +88,47 @@ pub fn visible_lines(dir: &Path) -> Vec<String> {
     }
     out
 }
+
+/// One line of the conformance pack's `cases.tsv`.
+pub struct Case {
+    /// Config path under `cases/`.
+    pub path: String,
+    /// `batch` or `savepoint-restore`.
+    pub mode: String,
+    /// Data files to copy: (file under `data/`, absolute target).
+    pub setup: Vec<(String, String)>,
+    /// User variables.
+    pub vars: Vec<(String, String)>,
+}
+
+/// Every case of the conformance pack (`cases.tsv`).
+pub fn cases() -> Vec<Case> {
+    let tsv = std::fs::read_to_string(conformance_dir().join("cases.tsv"))
+        .expect("cases.tsv is readable");
+    tsv.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            let pairs = |i: usize, sep: &str| -> Vec<(String, String)> {
+                cols.get(i)
+                    .map(|c| {
+                        c.split(';')
+                            .filter(|p| !p.is_empty())
+                            .filter_map(|p| {
+                                p.split_once(sep)
+                                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            Case {
+                path: cols[0].to_string(),
+                mode: cols.get(1).unwrap_or(&"batch").to_string(),
+                setup: pairs(2, "=>"),
+                vars: pairs(3, "="),
+            }
+        })
+        .collect()
+}
