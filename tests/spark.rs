@@ -10,7 +10,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::{
-    cases, conformance_dir, eventually, ferry, rewrite_paths, visible_lines, wait_for, Case,
+    cases, conformance_dir, eventually, ferry, prepare, rewrite_paths, visible_lines, wait_for,
+    Case,
 };
 
 /// One Spark session at a time: two JVMs on a small machine make both slow.
@@ -38,44 +39,6 @@ fn spark_python() -> PathBuf {
         py.display()
     );
     py
-}
-
-fn shell_eval(value: &str) -> String {
-    if !value.contains("$(") {
-        return value.to_string();
-    }
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!("printf '%s' \"{value}\""))
-        .output()
-        .expect("sh runs");
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-/// Prepares case `c` under `root` (paths rewritten, data copied); returns the job file
-/// and its variables.
-fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
-    let dir = conformance_dir();
-    let text =
-        std::fs::read_to_string(dir.join("cases").join(&c.path)).expect("case file is readable");
-    for (data, target) in &c.setup {
-        let target = PathBuf::from(rewrite_paths(target, root));
-        std::fs::create_dir_all(target.parent().expect("target has a parent"))
-            .expect("create data dir");
-        std::fs::copy(dir.join("data").join(data), &target).expect("copy data file");
-    }
-    let job = root.join(
-        Path::new(&c.path)
-            .file_name()
-            .expect("case has a file name"),
-    );
-    std::fs::write(&job, rewrite_paths(&text, root)).expect("write job file");
-    let vars = c
-        .vars
-        .iter()
-        .map(|(k, v)| format!("{k}={}", shell_eval(v)))
-        .collect();
-    (job, vars)
 }
 
 #[test]

@@ -132,3 +132,41 @@ pub fn cases() -> Vec<Case> {
         })
         .collect()
 }
+
+/// Evaluates `$(...)` in a variable value as a shell would.
+pub fn shell_eval(value: &str) -> String {
+    if !value.contains("$(") {
+        return value.to_string();
+    }
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf '%s' \"{value}\""))
+        .output()
+        .expect("sh runs");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// Prepares case `c` under `root`; returns the rewritten job file and its variables.
+pub fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
+    let dir = conformance_dir();
+    let text =
+        std::fs::read_to_string(dir.join("cases").join(&c.path)).expect("case file is readable");
+    for (data, target) in &c.setup {
+        let target = PathBuf::from(rewrite_paths(target, root));
+        std::fs::create_dir_all(target.parent().expect("target has a parent"))
+            .expect("create data dir");
+        std::fs::copy(dir.join("data").join(data), &target).expect("copy data file");
+    }
+    let job = root.join(
+        Path::new(&c.path)
+            .file_name()
+            .expect("case has a file name"),
+    );
+    std::fs::write(&job, rewrite_paths(&text, root)).expect("write job file");
+    let vars = c
+        .vars
+        .iter()
+        .map(|(k, v)| format!("{k}={}", shell_eval(v)))
+        .collect();
+    (job, vars)
+}
