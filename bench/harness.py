@@ -365,6 +365,14 @@ def chart(results: dict, path: Path, title: str):
                            lambda s: (s["rows"] / s["wall_max"] / 1e6, s["rows"] / s["wall_min"] / 1e6)))
             if key != "sql":
                 panels.append((label + ": peak memory (MB)", rows, lambda s: s["peak_mb"], None))
+    sm = [s for s in results.get("stream", []) if "burst_rows_per_s" in s]
+    if sm:
+        panels.append(("5. streaming, burst of files: rows/s (M) until committed, bars min–max", sm,
+                       lambda s: s["burst_rows_per_s"] / 1e6,
+                       lambda s: (s["burst_rows_per_s_min"] / 1e6, s["burst_rows_per_s_max"] / 1e6)))
+        panels.append(("5. streaming, paced files: latency file → committed (s, median, bar to max)", sm,
+                       lambda s: s["paced_latency_median"],
+                       lambda s: (s["paced_latency_median"], s["paced_latency_max"])))
     st = [s for s in results.get("startup", []) if "wall_median" in s]
     if st:
         panels.append(("4. start-up, 10-row job: wall ms (log scale)", st, lambda s: s["wall_median"] * 1000,
@@ -440,6 +448,42 @@ def versions(ferry: str) -> dict:
     return v
 
 
+def spark_venvs(args) -> list:
+    """(label, venv) of each Ferry Spark engine to run: --spark-venv, else the one
+    `ferry run --engine spark` finds by default."""
+    if args.spark_venv:
+        out = []
+        for v in args.spark_venv:
+            label, sep, path = v.partition("=")
+            out.append((label, Path(path).expanduser()) if sep else (Path(v).name, Path(v).expanduser()))
+        return out
+    default = os.environ.get("FERRY_SPARK_VENV") or str(Path.home() / ".cache" / "ferry" / "spark-venv")
+    return [("", Path(default))]
+
+
+def spark_module_profile(venv: Path) -> str:
+    """The cargo profile the venv's native module was built with, told by its code: a dev
+    build keeps Rust's overflow checks (their panic messages are in the binary), release
+    builds drop them. scripts/setup-spark builds dev unless FERRY_SPARK_PROFILE=release."""
+    found = sorted(venv.glob("lib/python3*/site-packages/ferry_spark/_native*.so"))
+    if not found:
+        return "not installed"
+    data = found[0].read_bytes()
+    kind = "dev" if b"attempt to add with overflow" in data else "release"
+    return f"{kind} ({found[0].stat().st_size / 2**20:.0f} MB .so)"
+
+
+def csv_checksum(files: list) -> list:
+    """The checksum of every row of CSV files with a header line (no filter)."""
+    import duckdb
+    flist = "[" + ", ".join(f"'{f}'" for f in files) + "]"
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")
+    rel = f"read_csv({flist}, header = true, columns = {CSV_COLUMNS})"
+    return [int(x) for x in con.execute(CHECKSUM.format(rel=rel)).fetchone()]
+
+
 # --------------------------------------------------------------------------------- main
 
 def main():
@@ -448,8 +492,17 @@ def main():
     ap.add_argument("--rows", type=int, help="rows of the generated data (default 10M, --quick 1M)")
     ap.add_argument("--rounds", type=int, help="rounds for the fast tools (default 5, --quick 3)")
     ap.add_argument("--slow-rounds", type=int, help="rounds for Spark, Flink and Sling (default 3/1)")
-    ap.add_argument("--only", default="1,2,3,4", help="workloads to run, e.g. 1,4")
-    ap.add_argument("--skip", default="", help="tools to leave out, e.g. flink,sling")
+    ap.add_argument("--only", default="1,2,3,4,5",
+                    help="workloads to run, e.g. 1,4 (5 or 'streaming': files arriving in a directory)")
+    ap.add_argument("--skip", default="", help="tools to leave out by first word, e.g. flink,sling (py- optional)")
+    ap.add_argument("--name", help="results file name (default: the mode, quick or full)")
+    ap.add_argument("--stream-files", type=int, default=20, help="streaming: burst files (default 20)")
+    ap.add_argument("--stream-rows", type=int, help="streaming: rows per file (default 500k, --quick 50k)")
+    ap.add_argument("--stream-paced", type=int, default=5, help="streaming: paced files (default 5)")
+    ap.add_argument("--stream-pace", type=float, help="streaming: seconds between paced files (default 4, --quick 1.5)")
+    ap.add_argument("--spark-venv", action="append", default=[], metavar="LABEL=PATH",
+                    help="a Ferry Spark engine venv to run 'ferry on spark' with (repeatable; default: "
+                         "$FERRY_SPARK_VENV or ~/.cache/ferry/spark-venv, unlabelled)")
     ap.add_argument("--ferry", required=True, help="path of the ferry binary")
     ap.add_argument("--command", default="", help="the command line to record")
     args = ap.parse_args()
@@ -458,7 +511,8 @@ def main():
     rows = args.rows or (1_000_000 if args.quick else 10_000_000)
     fast = args.rounds or (3 if args.quick else 5)
     slow = args.slow_rounds or (1 if args.quick else 3)
-    only = {int(x) for x in args.only.split(",") if x}
+    only = {5 if x.strip() == "streaming" else int(x) for x in args.only.split(",") if x.strip()}
+    name = args.name or mode
     skip = {x.strip().lower() for x in args.skip.split(",") if x.strip()}
     ferry = str(Path(args.ferry).resolve())
 
@@ -477,7 +531,8 @@ def main():
     print(f"bench: mode {mode}, {rows:,} rows, {fast} rounds (slow tools {slow}), machine {machine()}", flush=True)
 
     def want(tool):
-        return tool.lower().split()[0] not in skip
+        first = tool.lower().split()[0]
+        return first not in skip and first.removeprefix("py") not in skip
 
     # ---- data
     csv = data / f"events_{rows}.csv"
@@ -504,6 +559,35 @@ def main():
             cmd += ["-i", f"{k}={v}"]
         return cmd
 
+    # Ferry on Spark (issue 4): the same job file through `ferry run --engine spark`, local[2]
+    # as the PySpark peer, once per Spark engine venv (e.g. dev and release native module).
+    venvs = [(label, v) for label, v in spark_venvs(args) if (v / "bin" / "python").exists()]
+    spark_profiles = {label or "default": f"{v} — native module {spark_module_profile(v)}" for label, v in venvs}
+
+    def ferry_spark(job, label, venv, **variables):
+        cmd = ferry_job(job, **variables)
+        return cmd[:2] + ["--engine", "spark", "--master", "local[2]"] + cmd[2:], {"FERRY_SPARK_VENV": str(venv)}
+
+    ferry_spark_tools = []
+    if venvs and not args.quick:
+        # Plain PySpark on the Spark of Ferry's engine venv (pinned to 4.1), beside the peer venv's
+        # newest PySpark: the like-for-like baseline of issue 4.
+        vpy = venvs[0][1] / "bin" / "python"
+        r = subprocess.run([str(vpy), "-c", "import pyspark; print(pyspark.__version__)"], capture_output=True, text=True)
+        ferry_spark_tools.append(Tool(f"pyspark {r.stdout.strip()} local[2]", [str(vpy), peer, "csv2pq-spark", csv, "{out}"],
+                                      slow, output="parquet", env={"PYSPARK_PYTHON": str(vpy)},
+                                      note="the Spark of Ferry's engine venv: the same Spark as Ferry on Spark"))
+    for label, v in venvs:
+        suffix = f" ({label})" if label else ""
+        prof = spark_module_profile(v).split()[0]
+        cmd, fenv = ferry_spark("csv_to_parquet.conf", label, v, input=csv, output="{out}", parallelism=2)
+        ferry_spark_tools.append(Tool("ferry on spark local[2]" + suffix, cmd, slow, output="parquet", env=fenv,
+                                      note=f"{prof} native module; one input file = one split = one busy Spark task"))
+        if not args.quick:
+            cmd, fenv = ferry_spark("csv_to_parquet.conf", label, v, input=parts, output="{out}", parallelism=2)
+            ferry_spark_tools.append(Tool("ferry on spark local[2], 4 input files" + suffix, cmd, slow,
+                                          output="parquet", env=fenv, note=f"{prof} native module; 2 tasks busy"))
+
     # ---- workload 1
     if 1 in only:
         subprocess.run(["cat", str(csv)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
@@ -517,6 +601,7 @@ def main():
             Tool("polars", [py, peer, "csv2pq-polars", csv, "{out}"], fast, output="parquet"),
             Tool("pyarrow", [py, peer, "csv2pq-pyarrow", csv, "{out}"], fast, output="parquet"),
             Tool("pyspark local[2]", [py, peer, "csv2pq-spark", csv, "{out}"], slow, output="parquet"),
+            *ferry_spark_tools,
             Tool("pyflink", [str(FLINK_PY), peer, "csv2pq-flink", csv, "{out}"], slow, output="csv",
                  note="writes CSV: no Parquet jar offline"),
             Tool("sling", [sling_bin(), "run", "--src-stream", f"file://{csv}",
@@ -602,20 +687,55 @@ def main():
         run_workload("4", tools, work, env)
         results["startup"] = [summarize(t) for t in tools]
 
+    # ---- workload 5: streaming (issue 6's workload 3)
+    stream_info = None
+    if 5 in only:
+        import stream
+        srows = args.stream_rows or (50_000 if args.quick else 500_000)
+        pace = args.stream_pace or (1.5 if args.quick else 4.0)
+        print(f"bench: streaming, {args.stream_files} × {srows:,} rows at once, then {args.stream_paced} "
+              f"× {srows:,} one every {pace:g} s", flush=True)
+        sdata = stream.prepare(data, args.stream_files, srows, args.stream_paced, csv_checksum)
+        sjob = JOBS / "stream_csv_to_parquet.conf"
+        fvars = ["-i", "input={in}", "-i", "output={out}", "-i", "parallelism=2"]
+        stools = [stream.StreamTool("ferry", [ferry, "run", str(sjob), *fvars, "--job-id", "bench",
+                                              "--checkpoint-dir", "{ck}"], slow)]
+        if not args.quick:  # as in workloads 2 and 4, the JVM tools run in workload 1 only in --quick mode
+            for label, v in venvs:
+                stools.append(stream.StreamTool(
+                    "ferry on spark local[2]" + (f" ({label})" if label else ""),
+                    [ferry, "run", "--engine", "spark", "--master", "local[2]", str(sjob), *fvars,
+                     "--job-id", "bench", "--checkpoint-dir", "{ck}"], slow,
+                    env={"FERRY_SPARK_VENV": str(v)}, note=f"{spark_module_profile(v).split()[0]} native module"))
+            stools += [
+                stream.StreamTool("pyspark structured streaming local[2]", [py, peer, "stream-spark", "{in}", "{out}", "{ck}"],
+                                  slow, protocol="spark", note="file source → parquet file sink, trigger 1 s"),
+                stream.StreamTool("pyflink streaming", [str(FLINK_PY), peer, "stream-flink", "{in}", "{out}"], slow,
+                                  fmt="csv", note="writes CSV: no Parquet jar offline; checkpoint 1 s, monitor 200 ms"),
+            ]
+        stools = [t for t in stools if want(t.name) and (t.name.startswith("ferry") or Path(t.cmd[0]).exists())]
+        stream.run_workload(stools, sdata, work, env, pace, timeout=900, checksum=checksum)
+        results["stream"] = [stream.summarize(t, sdata, CHECK_NAMES) for t in stools]
+        stream_info = {"files": sdata.files, "rows_per_file": sdata.rows, "paced": sdata.paced, "pace_s": pace,
+                       "warmup_rows": stream.WARMUP_ROWS,
+                       "expected": dict(zip(CHECK_NAMES, sdata.expected))}
+
     elapsed = time.perf_counter() - t_start
     report = {
         "mode": mode, "rows": rows, "csv_mb": csv_mb, "rounds": fast, "slow_rounds": slow,
         "started": started.isoformat(timespec="seconds"), "elapsed_s": elapsed,
         "command": args.command.strip() or " ".join(shlex.quote(a) for a in sys.argv),
         "machine": machine(), "load_start": load_start, "load_end": os.getloadavg(),
-        "versions": versions(ferry), "expected": dict(zip(CHECK_NAMES, expected)), "results": results,
+        "versions": {**versions(ferry), **{f"ferry on spark {k}": x for k, x in spark_profiles.items()}},
+        "expected": dict(zip(CHECK_NAMES, expected)), "results": results, "stream": stream_info,
+        "workloads": sorted(only),
     }
-    (results_dir / f"{mode}.json").write_text(json.dumps(report, indent=1, default=str))
-    chart(results, results_dir / f"{mode}.png",
+    (results_dir / f"{name}.json").write_text(json.dumps(report, indent=1, default=str))
+    chart(results, results_dir / f"{name}.png",
           f"Ferry vs peers — {mode} mode, {rows:,} rows, {report['machine']['nproc']} cores "
           f"({report['machine']['cpu_model']}), {report['started']}")
-    (results_dir / f"{mode}.md").write_text(markdown(report))
-    print(f"bench: done in {elapsed:.0f} s → {results_dir / (mode + '.md')}", flush=True)
+    (results_dir / f"{name}.md").write_text(markdown(report))
+    print(f"bench: done in {elapsed:.0f} s → {results_dir / (name + '.md')}", flush=True)
 
 
 def target_lines(rep) -> list:
@@ -624,7 +744,8 @@ def target_lines(rep) -> list:
     lines = []
 
     def get(key, name):
-        return next((s for s in res.get(key, []) if s["name"] == name and "wall_median" in s), None)
+        return next((s for s in res.get(key, []) if s["name"] == name
+                     and ("wall_median" in s or "burst_rows_per_s" in s)), None)
 
     f = get("csv_to_parquet", "ferry")
     if f:
@@ -651,6 +772,29 @@ def target_lines(rep) -> list:
             lowest = min(others, key=lambda s: s["peak_mb"])
             ok = f["peak_mb"] < lowest["peak_mb"]
             lines.append(f"| issue 6 | peak memory below every peer | ferry {f['peak_mb']:.0f} MB vs lowest {lowest['name']} {lowest['peak_mb']:.0f} MB | {'✓' if ok else '✗'} |")
+    # Issue 4: Ferry on Spark no slower than plain PySpark on the batch job.
+    same = [s for s in res.get("csv_to_parquet", []) if s["name"].startswith("pyspark 4") and "wall_median" in s]
+    ps = same[0] if same else get("csv_to_parquet", "pyspark local[2]")
+    for s in res.get("csv_to_parquet", []):
+        if s["name"].startswith("ferry on spark") and "wall_median" in s and ps:
+            ratio = s["wall_median"] / ps["wall_median"]
+            noise = max(s["spread_pct"], ps["spread_pct"])
+            ok = s["wall_median"] <= ps["wall_median"]
+            close = abs(ratio - 1) <= noise / 100
+            lines.append(f"| issue 4 | {s['name']}: CSV → Parquet no slower than plain PySpark ({ps['name']}) | "
+                         f"{s['wall_median']:.1f} s vs {ps['wall_median']:.1f} s ({ratio:.2f}× its time) | "
+                         f"{'✓' if ok else '✗'}{f' (within the noise: spread up to {noise:.0f} %)' if close else ''} |")
+    # Issue 6: streaming at least 5x Spark Structured Streaming's throughput at lower latency.
+    fs = get("stream", "ferry")
+    ss = get("stream", "pyspark structured streaming local[2]")
+    if fs and ss:
+        ratio = fs["burst_rows_per_s"] / ss["burst_rows_per_s"]
+        lower = fs["paced_latency_median"] < ss["paced_latency_median"]
+        lines.append(f"| issue 6 | streaming ≥ 5× Spark Structured Streaming throughput | {ratio:.1f}× "
+                     f"({fmt_rate(fs['burst_rows_per_s'])} vs {fmt_rate(ss['burst_rows_per_s'])} rows/s) | "
+                     f"{'✓' if ratio >= 5 else '✗'} |")
+        lines.append(f"| issue 6 | … at lower latency (file → committed, paced files, median) | "
+                     f"{fs['paced_latency_median']:.2f} s vs {ss['paced_latency_median']:.2f} s | {'✓' if lower else '✗'} |")
     plain = get("sql", "ferry FakeSource → Blackhole")
     sql = get("sql", "ferry FakeSource → Sql → Blackhole")
     if plain and sql:
@@ -663,11 +807,53 @@ def target_lines(rep) -> list:
     return lines
 
 
+def stream_section(rep) -> list:
+    """The streaming workload's table and how it was measured."""
+    st = rep["stream"]
+    rows = st["rows_per_file"]
+    out = ["## 5. Streaming: files arriving in a directory → Parquet, checkpoint every second (issue 6's workload 3)\n",
+           f"Every tool watches one input directory. Files appear by atomic rename (staged under a hidden name, "
+           f"`.burst-00.csv`, as hard links of the generated files, then renamed). Per run: a {st['warmup_rows']:,}-row "
+           f"warm-up file first (the tool is *ready* when its rows are committed: start-up included); then the "
+           f"**burst**: {st['files']} files × {rows:,} rows renamed at once (as fast as possible), rows/s = "
+           f"{st['files'] * rows:,} / (last of those rows committed − first rename); then the **paced** files: "
+           f"{st['paced']} × {rows:,} rows, one every {st['pace_s']:g} s, for the latency of a file that arrives "
+           "alone. *Latency* of a file = the moment all its rows are in committed output − its rename "
+           "(*first rows*: the moment any of them is). The harness polls the committed output every 50 ms "
+           "(Ferry: files published by the transactional LocalFile sink, `_ferry_tmp/` staging ignored; Spark: "
+           "the files listed in `_spark_metadata/`; Flink: part files renamed from their hidden in-progress "
+           "names) and attributes rows to input files by id. Then the tool is stopped (SIGTERM: Ferry's savepoint; "
+           "the peers stop their queries) and its committed output is checked: count and sums of every column "
+           "against all the rows dropped (" + ", ".join(f"{k} = {x}" for k, x in st["expected"].items()) + "). "
+           "*Burst CPU s* = CPU time of the tool's process tree during the burst; *other load* = cores busy "
+           "elsewhere on the machine during the burst. Ferry: `bench/jobs/stream_csv_to_parquet.conf` "
+           "(STREAMING, `checkpoint.interval = 1000`, parallelism 2, LocalFile csv → LocalFile parquet, "
+           "Snappy, `is_enable_transaction = true`), `--job-id bench --checkpoint-dir` a fresh directory.\n",
+           "| tool | burst rows/s | min–max | burst s | burst CPU s | other load | burst latency median / max s "
+           "| paced latency median / max s | paced first rows s | ready s | peak MB | check | runs |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for s in rep["results"]["stream"]:
+        name = s["name"] + (f" ({s['note']})" if s.get("note") else "")
+        if "burst_rows_per_s" not in s:
+            out.append(f"| {name} | failed: {s.get('error', '')} |" + " |" * 11)
+            continue
+        check = s["verdict"] + (f" ({s['mismatch']})" if s.get("mismatch") else "")
+        out.append(f"| {name} | {fmt_rate(s['burst_rows_per_s'])} | {fmt_rate(s['burst_rows_per_s_min'])}–"
+                   f"{fmt_rate(s['burst_rows_per_s_max'])} | {s['burst_s']:.2f} | {s['burst_cpu_s']:.1f} | "
+                   f"{s['burst_other_cores']:.2f} | {s['burst_latency_median']:.2f} / {s['burst_latency_max']:.2f} | "
+                   f"{s['paced_latency_median']:.2f} / {s['paced_latency_max']:.2f} | "
+                   f"{s['paced_first_visible_median']:.2f} | {s['ready_s']:.1f} | {s['peak_mb']:.0f} | {check} | "
+                   f"{s['runs']} |")
+    out.append("")
+    return out
+
+
 def markdown(rep) -> str:
     m = rep["machine"]
     res = rep["results"]
     v = ", ".join(f"{k} {x}" for k, x in rep["versions"].items())
-    others = [s["other_cores"] for k in res for s in res[k] if "other_cores" in s and s["runs"] >= 3]
+    others = [s.get("other_cores", s.get("burst_other_cores")) for k in res for s in res[k]
+              if ("other_cores" in s or "burst_other_cores" in s) and s["runs"] >= 3]
     busy = statistics.median(others) if others else 0.0
     out = [f"# Ferry benchmark — {rep['mode']} mode\n",
            f"- **When**: {rep['started']} (took {rep['elapsed_s']:.0f} s)",
@@ -682,7 +868,8 @@ def markdown(rep) -> str:
            f"- **Versions**: {v}",
            f"- **Data**: {rep['rows']:,} rows, {rep['csv_mb']:.0f} MB of CSV (bench/gen_data.py, deterministic); "
            f"after `amount > 10`: {rep['expected']['rows']:,} rows.",
-           f"- **Rounds**: {rep['rounds']} for the fast tools, {rep['slow_rounds']} for Spark, Flink and Sling; interleaved, "
+           f"- **Rounds**: {rep['rounds']} for the fast tools, {rep['slow_rounds']} for Spark, Flink and Sling "
+           f"(and for every tool of the streaming workload); interleaved, "
            "the order rotating each round. *spread* = (max − min) / median. *CPU s* = CPU time of the process tree "
            "(the figure least disturbed by other load); *cores used* = CPU time / wall time. "
            "Peak memory is the RSS of the whole process tree (Spark's and Flink's JVMs included).",
@@ -697,7 +884,11 @@ def markdown(rep) -> str:
         out += ["## 1. CSV → Parquet (typed, filter `amount > 10`, Snappy)\n",
                 "Ferry: `bench/jobs/csv_to_parquet.conf` (LocalFile csv → Sql → LocalFile parquet). "
                 "References: `cat` of the input from the page cache and `dd` writing as many bytes as Ferry's output "
-                "(rows/s as if the rows moved at that speed).\n", table(res["csv_to_parquet"])]
+                "(rows/s as if the rows moved at that speed). *Ferry on Spark* (issue 4): the same job file through "
+                "`ferry run --engine spark --master local[2]` (the driver `python -m ferry_spark`, Ferry's LocalFile "
+                "source, Sql transform and LocalFile sink running as a Spark Python data source, `mapInArrow` and an "
+                "Arrow writer in Spark's Python workers); its native module's build profile is in the versions above.\n",
+                table(res["csv_to_parquet"])]
     if "generate" in res:
         out += ["## 2. Generation → blackhole (engine overhead)\n",
                 f"Ferry: `bench/jobs/fake_blackhole.conf` (FakeSource, 6 columns, 2 readers → Blackhole). "
@@ -713,10 +904,9 @@ def markdown(rep) -> str:
                 table(res["sql"])]
     if "startup" in res:
         out += ["## 4. Start-up: a 10-row job, command to exit\n", table(res["startup"], startup=True)]
+    if "stream" in res:
+        out += stream_section(rep)
     out += ["## Not yet\n",
-            "- **Streaming** (issue 6 workload 3: 20 files of 500k rows arriving in a directory, 1 s checkpoints, "
-            "rows/s and file-to-commit latency): not yet measured — needs the streaming file source and checkpointed "
-            "Parquet commits in a job run; `harness.py` has no streaming workload yet.",
             "- **PostgreSQL** (issue 6 workload 5: 5M-row table → table and → Parquet against Sling and `psql \\copy`): "
             "not yet — Ferry has no JDBC/PostgreSQL connector yet.",
             ""]
