@@ -69,7 +69,11 @@ def main():
             for q in procs:
                 try:
                     key = (q.pid, q.create_time())
-                    k = kind(q.cmdline())  # not cached: spark-submit's shell exec()s the JVM
+                    # Not cached (spark-submit's shell exec()s the JVM), but an exiting process
+                    # (empty command line) keeps the kind it had.
+                    k = kind(q.cmdline())
+                    if k == "other" and key in seen:
+                        k = seen[key][0]
                     ct = q.cpu_times()
                     seen[key] = (k, ct.user + ct.system)
                     workers += k == "python workers"

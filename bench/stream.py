@@ -12,7 +12,9 @@ Used by harness.py (`bench/run --only 5`). One run of one tool:
    as possible (microseconds apart); rows/s = their rows / (last of their rows committed −
    first rename).
 4. **Paced** (latency): the paced files (5 × 500k rows) are renamed one every `pace`
-   seconds, so that a tool that keeps up has one file in flight at a time.
+   seconds plus 1/5 of the checkpoint interval (4.0, 8.2, 12.4 … s), so that a tool that
+   keeps up has one file in flight at a time and the files arrive at every phase of the
+   checkpoint cycle.
 5. The tool is stopped (SIGTERM: Ferry's savepoint, the peers' graceful stop) and its
    committed output is checked (count and the sums of every column).
 
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 WARMUP_ROWS = 1000
+CHECKPOINT_S = 1.0  # every tool's checkpoint / trigger interval
 POLL_S = 0.05
 CSV_NAMES = ["id", "user_id", "event_type", "amount", "ts", "note"]
 
@@ -312,10 +315,12 @@ def run_once(t: StreamTool, data: StreamData, work: Path, env: dict, pace: float
             r["burst_cpu_s"] = cpu1 - cpu0
             r["burst_other_cores"] = max(0.0, (busy1 - busy0 - (cpu1 - cpu0)) / (time.perf_counter() - t0))
             r["burst_latency"] = [tr.done[i] - renamed[i] for i in range(n_burst)]
-            # Paced: one file every `pace` seconds.
+            # Paced: one file every `pace` seconds, each a further 1/n of the 1 s checkpoint
+            # interval later, so that the files meet every phase of the checkpoint cycle (a pace
+            # that is a whole number of intervals would measure one phase only).
             tp = time.perf_counter() + 0.5
             for j in range(n_paced):
-                wait(None, until=tp + j * pace)
+                wait(None, until=tp + j * (pace + CHECKPOINT_S / n_paced))
                 reveal(n_burst + j)
             paced = range(n_burst, n_burst + n_paced)
             if not wait(lambda: all(tr.done[i] is not None for i in paced)):
