@@ -122,20 +122,8 @@ fn start_with(s: &Setup, crash_point: Option<&str>) -> Child {
         .expect("ferry starts")
 }
 
-/// Waits until `ferry jobs` shows the job running in a live process (a killed run's
-/// state file says RUNNING with a dead pid, which `ferry jobs` shows as DEAD).
 fn wait_running(s: &Setup) {
-    let running = eventually(Duration::from_secs(30), || {
-        let out = ferry()
-            .args(["jobs", "--checkpoint-dir"])
-            .arg(&s.ckpt)
-            .output()
-            .expect("ferry jobs runs");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .any(|l| l.starts_with("crash") && l.contains("RUNNING"))
-    });
-    assert!(running, "the job never showed as running");
+    common::wait_running("crash", &s.ckpt, "local", Duration::from_secs(30));
 }
 
 /// Output ids with how often each appears.
@@ -229,18 +217,9 @@ fn at_least_once_never_loses_a_row_under_kills() {
 
 fn stop_with_savepoint(s: &Setup, mut child: Child) -> String {
     wait_running(s);
-    let out = ferry()
-        .args(["savepoint", "crash", "--checkpoint-dir"])
-        .arg(&s.ckpt)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "savepoint: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::request_savepoint("crash", &s.ckpt);
     let status = wait_for(&mut child, Duration::from_secs(60), "job");
-    let err = String::from_utf8_lossy(&child.wait_with_output().unwrap().stderr).to_string();
+    let err = common::stderr_of(child);
     assert!(status.success(), "{err}");
     err
 }

@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::{
-    cases, conformance_dir, eventually, ferry, prepare, rewrite_paths, visible_lines, wait_for,
-    Case,
+    cases, conformance_dir, eventually, ferry, prepare, request_savepoint, rewrite_paths,
+    start_job, stderr_of, visible_lines, wait_for, wait_running, Case,
 };
 
 /// One Spark session at a time: two JVMs on a small machine make both slow.
@@ -168,47 +168,11 @@ sink {{ LocalFile {{ plugin_input = out, path = "{}", file_format_type = json }}
 }
 
 fn start_spark(job: &Path, job_id: &str, ckpt: &Path) -> Child {
-    ferry()
-        .arg("run")
-        .arg(job)
-        .args(["--engine", "spark", "--job-id", job_id, "--checkpoint-dir"])
-        .arg(ckpt)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ferry starts")
+    start_job(job, job_id, ckpt, &["--engine", "spark"])
 }
 
-fn wait_running(job_id: &str, ckpt: &Path) {
-    let running = eventually(Duration::from_secs(60), || {
-        let out = ferry()
-            .args(["jobs", "--checkpoint-dir"])
-            .arg(ckpt)
-            .output()
-            .expect("ferry jobs runs");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .any(|l| l.starts_with(job_id) && l.contains("RUNNING") && l.contains("spark"))
-    });
-    assert!(running, "job {job_id} never showed as a running Spark job");
-}
-
-fn savepoint(job_id: &str, ckpt: &Path) {
-    let out = ferry()
-        .args(["savepoint", job_id, "--checkpoint-dir"])
-        .arg(ckpt)
-        .output()
-        .expect("ferry savepoint runs");
-    assert!(
-        out.status.success(),
-        "savepoint: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn stderr_of(child: Child) -> String {
-    let out = child.wait_with_output().expect("collect output");
-    String::from_utf8_lossy(&out.stderr).to_string()
+fn wait_running_spark(job_id: &str, ckpt: &Path) {
+    wait_running(job_id, ckpt, "spark", Duration::from_secs(60));
 }
 
 /// The conformance pack's savepoint-restore scenario on Spark: FakeSource STREAMING
@@ -236,7 +200,7 @@ fn streaming_savepoint_and_restore_write_every_row_once() {
     let ckpt = root.path().join("checkpoints");
 
     let mut first = start_spark(&stream, "sstream", &ckpt);
-    wait_running("sstream", &ckpt);
+    wait_running_spark("sstream", &ckpt);
     // Part-way: some rows are out, not all.
     let some = eventually(Duration::from_secs(90), || {
         !visible_lines(&sink_dir).is_empty()
@@ -248,7 +212,7 @@ fn streaming_savepoint_and_restore_write_every_row_once() {
         );
     }
     assert!(some, "the first run wrote nothing");
-    savepoint("sstream", &ckpt);
+    request_savepoint("sstream", &ckpt);
     let status = wait_for(&mut first, Duration::from_secs(90), "first run");
     let err = stderr_of(first);
     assert!(status.success(), "first run: {err}");
@@ -267,11 +231,11 @@ fn streaming_savepoint_and_restore_write_every_row_once() {
     );
 
     let mut second = start_spark(&stream, "sstream", &ckpt);
-    wait_running("sstream", &ckpt);
+    wait_running_spark("sstream", &ckpt);
     let all = eventually(Duration::from_secs(90), || {
         visible_lines(&sink_dir).len() >= 100
     });
-    savepoint("sstream", &ckpt);
+    request_savepoint("sstream", &ckpt);
     let status = wait_for(&mut second, Duration::from_secs(90), "restored run");
     let err = stderr_of(second);
     assert!(status.success(), "restored run: {err}");
@@ -402,7 +366,7 @@ sink {{ LocalFile {{ path = "{}", file_format_type = csv, is_enable_transaction 
     for round in 0..5 {
         let planned = batches(&ckpt);
         let mut child = start();
-        wait_running("crash", &ckpt);
+        wait_running_spark("crash", &ckpt);
         // Random points of a running query: after this run planned its first micro-batch.
         let started = eventually(Duration::from_secs(60), || batches(&ckpt) > planned);
         assert!(started, "round {round}: no micro-batch started");
@@ -440,12 +404,12 @@ sink {{ LocalFile {{ path = "{}", file_format_type = csv, is_enable_transaction 
         );
     }
     let mut last = start();
-    wait_running("crash", &ckpt);
+    wait_running_spark("crash", &ckpt);
     let expected = files * ROWS_PER_FILE;
     let all = eventually(Duration::from_secs(120), || {
         output_ids(&output).len() as u64 >= expected
     });
-    savepoint("crash", &ckpt);
+    request_savepoint("crash", &ckpt);
     let status = wait_for(&mut last, Duration::from_secs(90), "the last run");
     let err = stderr_of(last);
     assert!(status.success(), "last run: {err}");

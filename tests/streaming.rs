@@ -4,55 +4,22 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use common::{conformance_dir, eventually, ferry, rewrite_paths, visible_lines, wait_for};
+use common::{
+    conformance_dir, eventually, ferry, request_savepoint, rewrite_paths, start_job, stderr_of,
+    visible_lines, wait_for, wait_running,
+};
 
 fn start(job: &Path, job_id: &str, ckpt: &Path) -> Child {
-    ferry()
-        .arg("run")
-        .arg(job)
-        .args(["--job-id", job_id, "--checkpoint-dir"])
-        .arg(ckpt)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ferry starts")
+    start_job(job, job_id, ckpt, &[])
 }
 
-/// Waits until `ferry jobs` shows `job_id` running (its state file is written at start).
-fn wait_running(job_id: &str, ckpt: &Path) {
-    let running = eventually(Duration::from_secs(30), || {
-        let out = ferry()
-            .args(["jobs", "--checkpoint-dir"])
-            .arg(ckpt)
-            .output()
-            .expect("ferry jobs runs");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .any(|l| l.starts_with(job_id) && l.contains("RUNNING"))
-    });
-    assert!(running, "job {job_id} never showed as running");
-}
-
+/// Asks the running job `job_id` for a savepoint once `ferry jobs` shows it running.
 fn savepoint(job_id: &str, ckpt: &Path) {
-    wait_running(job_id, ckpt);
-    let out = ferry()
-        .args(["savepoint", job_id, "--checkpoint-dir"])
-        .arg(ckpt)
-        .output()
-        .expect("ferry savepoint runs");
-    assert!(
-        out.status.success(),
-        "savepoint: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn stderr_of(child: Child) -> String {
-    let out = child.wait_with_output().expect("collect output");
-    String::from_utf8_lossy(&out.stderr).to_string()
+    wait_running(job_id, ckpt, "local", Duration::from_secs(30));
+    request_savepoint(job_id, ckpt);
 }
 
 /// The conformance pack's `savepoint-restore` scenario (SeaTunnel's CheckpointEnableIT),
@@ -88,7 +55,7 @@ fn savepoint_restore(savepoint_after: Duration) {
 
     // Restore: it must go on to write everything, then stop again.
     let mut second = start(&stream, "stream", &ckpt);
-    wait_running("stream", &ckpt);
+    wait_running("stream", &ckpt, "local", Duration::from_secs(30));
     let all = eventually(Duration::from_secs(60), || {
         visible_lines(&sink_dir).len() >= 100
     });
@@ -135,7 +102,7 @@ fn jobs_lists_a_stopped_job_with_its_state() {
     .unwrap();
     let ckpt = root.path().join("ck");
     let mut child = start(&job, "listed", &ckpt);
-    wait_running("listed", &ckpt);
+    wait_running("listed", &ckpt, "local", Duration::from_secs(30));
     let out = ferry()
         .args(["cancel", "listed", "--checkpoint-dir"])
         .arg(&ckpt)
@@ -154,5 +121,66 @@ fn jobs_lists_a_stopped_job_with_its_state() {
         text.lines()
             .any(|l| l.starts_with("listed") && l.contains("CANCELLED")),
         "{text}"
+    );
+}
+
+#[test]
+fn a_changed_job_file_resumes_when_its_state_fits_and_is_refused_otherwise() {
+    let root = tempfile::tempdir().unwrap();
+    let ckpt = root.path().join("ck");
+    let write = |name: &str, text: &str| {
+        let p = root.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let source = "source { FakeSource { plugin_output = f, row.num = 10, schema = { fields { id = int, name = string } } } }";
+    let first = write(
+        "first.conf",
+        &format!("env {{ job.mode = STREAMING, checkpoint.interval = 500 }}\n{source}\nsink {{ Blackhole {{}} }}\n"),
+    );
+    let mut child = start(&first, "evolving", &ckpt);
+    savepoint("evolving", &ckpt);
+    let status = wait_for(&mut child, Duration::from_secs(30), "first run");
+    let err = stderr_of(child);
+    assert!(status.success(), "first run: {err}");
+
+    // A new transform and another interval: the saved state still fits.
+    let tuned = write(
+        "tuned.conf",
+        &format!("env {{ job.mode = STREAMING, checkpoint.interval = 700 }}\n{source}\ntransform {{ Sql {{ plugin_input = f, plugin_output = g, query = \"select id from f\" }} }}\nsink {{ Blackhole {{ plugin_input = g }} }}\n"),
+    );
+    let mut child = start(&tuned, "evolving", &ckpt);
+    savepoint("evolving", &ckpt);
+    let status = wait_for(&mut child, Duration::from_secs(30), "tuned run");
+    let err = stderr_of(child);
+    assert!(status.success(), "tuned run: {err}");
+    assert!(
+        err.contains("resuming job 'evolving' from checkpoint"),
+        "{err}"
+    );
+    assert!(err.contains("transforms: 0 before, 1 now"), "{err}");
+    assert!(err.contains("env: checkpoint.interval changed"), "{err}");
+    assert!(
+        err.contains("sink 1 (Blackhole): options plugin_input changed"),
+        "{err}"
+    );
+
+    // Two readers where the checkpoint has one: refused before any data flows.
+    let wider = write(
+        "wider.conf",
+        &format!("env {{ job.mode = STREAMING, checkpoint.interval = 700, parallelism = 2 }}\n{source}\ntransform {{ Sql {{ plugin_input = f, plugin_output = g, query = \"select id from f\" }} }}\nsink {{ Blackhole {{ plugin_input = g }} }}\n"),
+    );
+    let out = ferry()
+        .arg("run")
+        .arg(&wider)
+        .args(["--job-id", "evolving", "--checkpoint-dir"])
+        .arg(&ckpt)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("cannot be resumed by this job file: source 1 (FakeSource) ran with 1 readers and would now run with 2"),
+        "{err}"
     );
 }

@@ -231,7 +231,9 @@ def run_one(spark_holder, a):
     temp_dir = None
     if a.job_id or a.checkpoint_dir:
         base = a.checkpoint_dir or os.path.join(os.environ.get("FERRY_HOME", os.path.expanduser("~/.ferry")), "checkpoints")
-        job_dir = _native.open_job_dir(base, plan["job_id"], plan["fingerprint"])
+        job_dir, changes = _native.open_job_dir(base, spec)
+        for change in changes:
+            _say("job file changed since the last run: " + change)
         _native.set_state(job_dir, plan["job_id"], "RUNNING", os.getpid())
     elif streaming:
         # Spark needs a checkpoint location even when the job cannot be resumed.

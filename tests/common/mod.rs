@@ -170,3 +170,55 @@ pub fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
         .collect();
     (job, vars)
 }
+
+/// Starts `ferry run JOB --job-id ID --checkpoint-dir DIR` with `extra` arguments (e.g.
+/// `--engine spark`), stderr captured.
+pub fn start_job(job: &Path, job_id: &str, ckpt: &Path, extra: &[&str]) -> Child {
+    ferry()
+        .arg("run")
+        .arg(job)
+        .args(extra)
+        .args(["--job-id", job_id, "--checkpoint-dir"])
+        .arg(ckpt)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ferry starts")
+}
+
+/// Waits up to `limit` until `ferry jobs` lists `job_id` as RUNNING in a live process
+/// whose line also contains `engine` (a killed run's state file names a dead pid, which
+/// `ferry jobs` shows as DEAD).
+pub fn wait_running(job_id: &str, ckpt: &Path, engine: &str, limit: Duration) {
+    let running = eventually(limit, || {
+        let out = ferry()
+            .args(["jobs", "--checkpoint-dir"])
+            .arg(ckpt)
+            .output()
+            .expect("ferry jobs runs");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.starts_with(job_id) && l.contains("RUNNING") && l.contains(engine))
+    });
+    assert!(running, "job {job_id} never showed as running ({engine})");
+}
+
+/// `ferry savepoint ID --checkpoint-dir DIR`, which must succeed.
+pub fn request_savepoint(job_id: &str, ckpt: &Path) {
+    let out = ferry()
+        .args(["savepoint", job_id, "--checkpoint-dir"])
+        .arg(ckpt)
+        .output()
+        .expect("ferry savepoint runs");
+    assert!(
+        out.status.success(),
+        "savepoint: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Waits for `child` to exit and returns what it wrote to stderr.
+pub fn stderr_of(child: Child) -> String {
+    let out = child.wait_with_output().expect("collect output");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}

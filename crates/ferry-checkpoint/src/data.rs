@@ -4,6 +4,8 @@ use ferry_api::Split;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::JobLayout;
+
 /// One source's part of a checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SourceState {
@@ -29,6 +31,10 @@ pub struct CheckpointData {
     pub id: u64,
     /// Fingerprint of the job file it was taken with.
     pub fingerprint: String,
+    /// The shape of the job it was taken with, to decide whether a changed job file can
+    /// resume it (absent in checkpoints of older versions: those resume only unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<JobLayout>,
     /// By source index in the job file.
     pub sources: Vec<SourceState>,
     /// By sink index in the job file.

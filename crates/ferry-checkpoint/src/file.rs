@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::data::{CheckpointData, SinkState, SourceState};
-use crate::CheckpointStore;
+use crate::{CheckpointStore, JobLayout};
 
 const FORMAT_VERSION: u32 = 1;
 const TRAILER: &str = "\n#crc32=";
@@ -74,6 +74,8 @@ struct Metadata {
 struct Offsets {
     id: u64,
     fingerprint: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    layout: Option<JobLayout>,
     enumerators: Vec<Value>,
     readers: Vec<usize>,
     sinks: Vec<SinkState>,
@@ -182,6 +184,7 @@ impl FileStore {
         Ok(CheckpointData {
             id,
             fingerprint: offsets.fingerprint,
+            layout: offsets.layout,
             sources,
             sinks: offsets.sinks,
         })
@@ -232,6 +235,7 @@ impl CheckpointStore for FileStore {
         let offsets = Offsets {
             id: data.id,
             fingerprint: data.fingerprint.clone(),
+            layout: data.layout.clone(),
             enumerators: data.sources.iter().map(|s| s.enumerator.clone()).collect(),
             readers: data.sources.iter().map(|s| s.readers.len()).collect(),
             sinks: data.sinks.clone(),
@@ -316,6 +320,7 @@ mod tests {
         CheckpointData {
             id,
             fingerprint: "f".into(),
+            layout: None,
             sources: vec![SourceState {
                 enumerator: json!({"pending": []}),
                 readers: vec![

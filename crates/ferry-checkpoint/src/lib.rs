@@ -12,9 +12,11 @@
 
 mod data;
 mod file;
+mod layout;
 
 pub use data::{CheckpointData, SinkState, SourceState};
 pub use file::{read_checked, write_atomic, FileStore, JobInfo, JobState};
+pub use layout::{hash_options, JobLayout, NodeLayout};
 
 use ferry_api::Result;
 

@@ -40,6 +40,8 @@ pub struct JobFile {
     pub path: String,
     /// The `env` section.
     pub env: EnvConfig,
+    /// The `env` section's options as written (after variables), for checkpoint layouts.
+    pub env_options: serde_json::Map<String, serde_json::Value>,
     /// The `source` plugins, in the order written.
     pub sources: Vec<PluginConfig>,
     /// The `transform` plugins, in the order written (empty when the section is absent).

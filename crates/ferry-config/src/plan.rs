@@ -66,6 +66,7 @@ pub(crate) fn build(mut root: Map<String, Value>, walk: Walk, file: &str) -> Res
     }
     let mut fingerprint_doc = Map::new();
     fingerprint_doc.insert("env".into(), Value::Object(env_values.clone()));
+    let env_options = env_values.clone();
     let env = read_env(env_values, file, env_lines, &mut warnings)?;
 
     let sources = read_section(&mut root, &walk, file, PluginKind::Source, &mut warnings)?;
@@ -91,6 +92,7 @@ pub(crate) fn build(mut root: Map<String, Value>, walk: Walk, file: &str) -> Res
     Ok(JobFile {
         path: file.to_string(),
         env,
+        env_options,
         sources,
         transforms,
         sinks,

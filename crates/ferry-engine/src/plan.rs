@@ -9,6 +9,7 @@ use ferry_api::{
     Boundedness, FerryError, JobContext, JobMode, Registry, Result, Sink, SinkDelivery, Source,
     TableSchema, Transform,
 };
+use ferry_checkpoint::{hash_options, JobLayout, NodeLayout};
 use ferry_config::{JobFile, PluginConfig};
 
 /// What the job promises about duplicates and losses, decided before it runs.
@@ -121,8 +122,10 @@ pub struct JobPlan {
     pub checkpoint: CheckpointSettings,
     /// The delivery guarantee the job gets.
     pub delivery: Delivery,
-    /// Hash of the resolved job file, to refuse resuming a changed job.
+    /// Hash of the resolved job file: a checkpoint taken with the same hash resumes as is.
     pub fingerprint: String,
+    /// The job's shape, to decide whether a checkpoint of a changed job file can resume.
+    pub layout: JobLayout,
 }
 
 /// Plan-time settings from the command line.
@@ -148,9 +151,18 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         job_name,
     };
     let mut streams: BTreeMap<String, Vec<TableSchema>> = BTreeMap::new();
+    let mut layout = JobLayout {
+        mode: mode_name(ctx.mode).to_string(),
+        env: hash_options(&job.env_options),
+        ..JobLayout::default()
+    };
 
     let mut sources = Vec::new();
     for mut p in job.sources {
+        let parallelism = p.parallelism.unwrap_or(default_parallelism).max(1);
+        layout
+            .sources
+            .push(NodeLayout::new(&p.name, parallelism, p.options.raw()));
         let factory = registry
             .find_source(&p.name)
             .ok_or_else(|| unknown_plugin(&p, registry.sources().map(|f| f.name())))?;
@@ -169,7 +181,7 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         sources.push(SourceNode {
             plugin: p.name.clone(),
             output: p.output.clone(),
-            parallelism: p.parallelism.unwrap_or(default_parallelism).max(1),
+            parallelism,
             source,
             tables,
             rename,
@@ -178,6 +190,9 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
 
     let mut transforms = Vec::new();
     for mut p in job.transforms {
+        layout
+            .transforms
+            .push(NodeLayout::new(&p.name, 0, p.options.raw()));
         let factory = registry
             .find_transform(&p.name)
             .ok_or_else(|| unknown_plugin(&p, registry.transforms().map(|f| f.name())))?;
@@ -208,6 +223,10 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
 
     let mut sinks = Vec::new();
     for mut p in job.sinks {
+        let parallelism = p.parallelism.unwrap_or(default_parallelism).max(1);
+        layout
+            .sinks
+            .push(NodeLayout::new(&p.name, parallelism, p.options.raw()));
         let factory = registry
             .find_sink(&p.name)
             .ok_or_else(|| unknown_plugin(&p, registry.sinks().map(|f| f.name())))?;
@@ -219,7 +238,7 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
             label: p.name.clone(),
             plugin: p.name.clone(),
             inputs: p.inputs.clone(),
-            parallelism: p.parallelism.unwrap_or(default_parallelism).max(1),
+            parallelism,
             sink,
             tables: input,
         });
@@ -267,6 +286,7 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         checkpoint,
         delivery,
         fingerprint: job.fingerprint,
+        layout,
     })
 }
 

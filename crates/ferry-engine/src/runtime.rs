@@ -124,6 +124,23 @@ enum Route {
     },
 }
 
+/// The compatible changes between the job that took checkpoint `data` and `plan`, or
+/// an error that says why `plan` cannot resume it.
+fn resume_changes(plan: &JobPlan, data: &CheckpointData) -> Result<Vec<String>> {
+    let refuse = |why: String| {
+        FerryError::config(format!(
+            "job '{}': checkpoint {} cannot be resumed by this job file: {why}. Restore the job file it was taken with, or start afresh with a new --job-id",
+            plan.job.job_id, data.id
+        ))
+    };
+    match &data.layout {
+        None => Err(refuse(
+            "it was taken with a different job file, by a Ferry version that did not record the job's layout".into(),
+        )),
+        Some(saved) => plan.layout.resume_from(saved).map_err(refuse),
+    }
+}
+
 /// Runs `plan` to completion (or until `stop` says so), resuming from the latest
 /// checkpoint in `store` when there is one, and restarting from the latest checkpoint
 /// after a failure up to `retries` times, `retry_interval` apart.
@@ -140,10 +157,12 @@ pub fn run(
         let restore = store.latest()?;
         if let Some((data, _)) = &restore {
             if data.fingerprint != plan.fingerprint {
-                return Err(FerryError::config(format!(
-                    "checkpoint {} was taken with a different job file; refusing to resume (use a new --job-id, or restore the original job file)",
-                    data.id
-                )));
+                for change in resume_changes(plan, data)? {
+                    eprintln!(
+                        "ferry: job file changed since checkpoint {}: {change}",
+                        data.id
+                    );
+                }
             }
             let splits: usize = data
                 .sources
@@ -812,6 +831,7 @@ impl Coordinator<'_> {
         let mut data = CheckpointData {
             id,
             fingerprint: self.plan.fingerprint.clone(),
+            layout: Some(self.plan.layout.clone()),
             sources: Vec::new(),
             sinks: Vec::new(),
         };

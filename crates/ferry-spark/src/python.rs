@@ -341,12 +341,20 @@ fn abort(spec: &str, sink: usize, checkpoint_id: u64, infos_json: Vec<String>) -
     crate::sink::abort(&j, sink, checkpoint_id, infos(infos_json)?).map_err(err)
 }
 
-/// Creates or reopens the job directory (Spark's checkpoint location); returns its path.
+/// Creates or reopens the directory of the job `spec` describes under `dir` (where Spark's
+/// checkpoint locations live); returns its path and the compatible changes of the job file
+/// since the job last ran there.
 #[pyfunction]
-fn open_job_dir(dir: &str, job_id: &str, fingerprint: &str) -> PyResult<String> {
-    state::open_job_dir(Path::new(dir), job_id, fingerprint)
-        .map(|p| p.display().to_string())
-        .map_err(err)
+fn open_job_dir(dir: &str, spec: &str) -> PyResult<(String, Vec<String>)> {
+    let j = job(spec)?;
+    state::open_job_dir(
+        Path::new(dir),
+        &j.plan.job.job_id,
+        &j.plan.fingerprint,
+        &j.plan.layout,
+    )
+    .map(|(p, changes)| (p.display().to_string(), changes))
+    .map_err(err)
 }
 
 /// Writes the `state` file `ferry jobs` reads.

@@ -1,5 +1,5 @@
-//! The job directory of a Spark job: `<checkpoint-dir>/<job-id>/`. It holds `fingerprint`
-//! (of the job file it was started with), the `state` and `control` files that
+//! The job directory of a Spark job: `<checkpoint-dir>/<job-id>/`. It holds `layout`
+//! (the fingerprint and [`JobLayout`] of the job file it last ran with), the `state` and `control` files that
 //! `ferry jobs`, `ferry savepoint` and `ferry cancel` use (the embedded engine's format),
 //! and one Spark checkpoint location per sink, `query-<sink>/`: Spark's own `metadata`,
 //! `offsets/`, `commits/` and `state/`, and what Ferry keeps there, `sources/` (what
@@ -8,11 +8,26 @@
 use std::path::{Path, PathBuf};
 
 use ferry_api::{FerryError, Result};
-use ferry_checkpoint::{FileStore, JobInfo, JobState};
+use ferry_checkpoint::{FileStore, JobInfo, JobLayout, JobState};
+use serde::{Deserialize, Serialize};
 
-/// Creates (or reopens) the directory of job `job_id` under `dir`. Refuses a directory
-/// that belongs to the embedded engine or was started from a different job file.
-pub fn open_job_dir(dir: &Path, job_id: &str, fingerprint: &str) -> Result<PathBuf> {
+/// What `layout` holds.
+#[derive(Debug, Serialize, Deserialize)]
+struct SavedLayout {
+    fingerprint: String,
+    layout: JobLayout,
+}
+
+/// Creates (or reopens) the directory of job `job_id` under `dir` for a job file with
+/// `fingerprint` and `layout`. Refuses a directory that belongs to the embedded engine, or
+/// whose saved state the job file cannot resume (see [`JobLayout::resume_from`]); returns
+/// the directory and the compatible changes since the last run, to tell the user.
+pub fn open_job_dir(
+    dir: &Path,
+    job_id: &str,
+    fingerprint: &str,
+    layout: &JobLayout,
+) -> Result<(PathBuf, Vec<String>)> {
     if job_id.is_empty() || job_id.contains(['/', '\\']) || job_id.starts_with('.') {
         return Err(FerryError::config(format!(
             "invalid job id '{job_id}': use letters, digits, '-' and '_'"
@@ -33,19 +48,25 @@ pub fn open_job_dir(dir: &Path, job_id: &str, fingerprint: &str) -> Result<PathB
         }
     }
     std::fs::create_dir_all(&root).map_err(|e| FerryError::io("spark", root.display(), e))?;
-    let fp = root.join("fingerprint");
-    match ferry_checkpoint::read_checked::<String>(&fp) {
-        Ok(old) if old != fingerprint => Err(FerryError::config(format!(
-            "job '{job_id}' in {} was started from a different job file; refusing to resume it (use another --job-id)",
+    let path = root.join("layout");
+    let refuse = |why: String| {
+        FerryError::config(format!(
+            "job '{job_id}' in {} cannot be resumed by this job file: {why}. Restore the job file it ran with, or use another --job-id",
             dir.display()
-        ))),
-        Ok(_) => Ok(root),
-        Err(_) => {
-            let body = serde_json::to_vec(fingerprint).map_err(FerryError::internal)?;
-            ferry_checkpoint::write_atomic(&fp, &body)?;
-            Ok(root)
-        }
-    }
+        ))
+    };
+    let changes = match ferry_checkpoint::read_checked::<SavedLayout>(&path) {
+        Ok(saved) if saved.fingerprint == fingerprint => return Ok((root, Vec::new())),
+        Ok(saved) => layout.resume_from(&saved.layout).map_err(refuse)?,
+        Err(_) => Vec::new(),
+    };
+    let body = serde_json::to_vec(&SavedLayout {
+        fingerprint: fingerprint.to_string(),
+        layout: layout.clone(),
+    })
+    .map_err(FerryError::internal)?;
+    ferry_checkpoint::write_atomic(&path, &body)?;
+    Ok((root, changes))
 }
 
 /// Parses a state name as `ferry jobs` prints it.
@@ -107,10 +128,24 @@ pub fn last_committed(job_dir: &Path) -> Option<u64> {
 mod tests {
     use super::*;
 
+    fn layout(parallelism: usize) -> JobLayout {
+        let options = serde_json::Map::new();
+        JobLayout {
+            mode: "STREAMING".into(),
+            sources: vec![ferry_checkpoint::NodeLayout::new(
+                "FakeSource",
+                parallelism,
+                &options,
+            )],
+            sinks: vec![ferry_checkpoint::NodeLayout::new("Console", 1, &options)],
+            ..JobLayout::default()
+        }
+    }
+
     #[test]
     fn the_state_file_reads_back_as_ferry_jobs_reads_it() {
         let dir = tempfile::tempdir().unwrap();
-        let root = open_job_dir(dir.path(), "j", "fp").unwrap();
+        let (root, _) = open_job_dir(dir.path(), "j", "fp", &layout(1)).unwrap();
         set_state(&root, "j", parse_state("running").unwrap(), 42, Some(3)).unwrap();
         let info = FileStore::read_state(&root).unwrap();
         assert_eq!(
@@ -120,14 +155,29 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_job_file_or_a_local_job_is_refused() {
+    fn an_incompatible_job_file_or_a_local_job_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        open_job_dir(dir.path(), "j", "fp").unwrap();
-        open_job_dir(dir.path(), "j", "fp").unwrap();
-        let e = open_job_dir(dir.path(), "j", "other")
+        open_job_dir(dir.path(), "j", "fp", &layout(2)).unwrap();
+        let (_, changes) = open_job_dir(dir.path(), "j", "fp", &layout(2)).unwrap();
+        assert!(changes.is_empty());
+        let mut tuned = layout(2);
+        tuned.env = ferry_checkpoint::hash_options(
+            serde_json::json!({"checkpoint.interval": 500})
+                .as_object()
+                .unwrap(),
+        );
+        let (_, changes) = open_job_dir(dir.path(), "j", "fp2", &tuned).unwrap();
+        assert_eq!(
+            changes,
+            vec!["env: checkpoint.interval changed".to_string()]
+        );
+        let e = open_job_dir(dir.path(), "j", "other", &layout(3))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("different job file"), "{e}");
+        assert!(
+            e.contains("ran with 2 readers and would now run with 3"),
+            "{e}"
+        );
         let local = FileStore::open(dir.path(), "l", "fp", 1).unwrap();
         local
             .set_state(&JobInfo {
@@ -139,9 +189,11 @@ mod tests {
                 updated: 0,
             })
             .unwrap();
-        let e = open_job_dir(dir.path(), "l", "fp").unwrap_err().to_string();
+        let e = open_job_dir(dir.path(), "l", "fp", &layout(1))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("local engine"), "{e}");
-        assert!(open_job_dir(dir.path(), "../x", "fp").is_err());
+        assert!(open_job_dir(dir.path(), "../x", "fp", &layout(1)).is_err());
     }
 
     #[test]
