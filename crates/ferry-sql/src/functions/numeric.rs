@@ -276,27 +276,59 @@ fn round_int(v: i64, scale: i64, mode: Mode) -> i64 {
 /// Rounds a double as Java's `BigDecimal.valueOf(d).setScale(scale, mode)`: on its shortest
 /// decimal text, so `round(2.675, 2)` is 2.68 as in SeaTunnel.
 fn round_f64(d: f64, scale: i64, mode: Mode) -> f64 {
-    if !d.is_finite() {
-        return d;
-    }
-    let scale = scale.clamp(-300, 300) as i32;
-    let m = 10f64.powi(scale);
-    let x = d * m;
-    let simple = match mode {
-        Mode::Down => Some(x.trunc()),
-        Mode::Ceiling => Some(x.ceil()),
-        Mode::Floor => Some(x.floor()),
-        // Away from a tie the binary product rounds the same as the decimal text.
-        Mode::HalfUp if ((x - x.trunc()).abs() - 0.5).abs() > 1e-6 => Some(x.round()),
-        Mode::HalfUp => None,
-    };
-    if let Some(r) = simple {
-        if scale == 0 {
-            return r;
+    Scale::new(scale).round(d, mode)
+}
+
+/// A decimal scale prepared once for many values: its power of ten as a double.
+#[derive(Clone, Copy)]
+struct Scale {
+    scale: i32,
+    /// `10^scale`.
+    m: f64,
+}
+
+impl Scale {
+    fn new(scale: i64) -> Self {
+        let scale = scale.clamp(-300, 300) as i32;
+        Scale {
+            scale,
+            m: 10f64.powi(scale),
         }
-        return r / m;
     }
-    // A (near) tie: decide on the decimal digits.
+
+    #[inline]
+    fn round(self, d: f64, mode: Mode) -> f64 {
+        let Scale { scale, m } = self;
+        if !d.is_finite() {
+            return d;
+        }
+        let x = d * m;
+        if x.abs() >= 1e17 {
+            // The shortest text of `d` has at most 17 digits, all at or above 10^-scale
+            // here: Java's setScale changes nothing (and x / m could be off by an ulp).
+            return d;
+        }
+        let simple = match mode {
+            Mode::Down => Some(x.trunc()),
+            Mode::Ceiling => Some(x.ceil()),
+            Mode::Floor => Some(x.floor()),
+            // Away from a tie the binary product rounds the same as the decimal text.
+            Mode::HalfUp if ((x - x.trunc()).abs() - 0.5).abs() > 1e-6 => Some(x.round()),
+            Mode::HalfUp => None,
+        };
+        if let Some(r) = simple {
+            if scale == 0 {
+                return r;
+            }
+            return r / m;
+        }
+        round_tie(d, scale, m)
+    }
+}
+
+/// A (near) tie of HALF_UP: decided on the decimal digits of the shortest text.
+#[cold]
+fn round_tie(d: f64, scale: i32, m: f64) -> f64 {
     let text = format!("{d}");
     let (neg, digits) = match text.strip_prefix('-') {
         Some(t) => (true, t),
@@ -325,15 +357,65 @@ fn scale_arg(a: &Args, i: usize) -> DFResult<i64> {
     Ok(a.opt_i64(1, i)?.unwrap_or(0))
 }
 
+/// The scale column, when there is one.
+fn scale_col(a: &Args) -> Option<super::Col<'_, PrimitiveArray<Int64Type>>> {
+    if a.len() > 1 {
+        a.prim::<Int64Type>(1).ok()
+    } else {
+        None
+    }
+}
+
+/// The scale when it is the same for every row (absent, or a constant as in
+/// `ROUND(x, 2)`); a null scale counts as 0.
+fn fixed_scale(a: &Args) -> DFResult<Option<i64>> {
+    if a.len() < 2 {
+        Ok(Some(0))
+    } else if a.is_scalar(1) {
+        Ok(Some(scale_arg(a, 0)?))
+    } else {
+        Ok(None)
+    }
+}
+
 fn round_generic(a: &Args, mode: Mode) -> DFResult<ArrayRef> {
     let t = a.data_type(0).clone();
+    let fixed = fixed_scale(a)?;
     macro_rules! ints {
         ($ty:ty, $n:ty) => {{
-            let x = a.prim::<$ty>(0)?;
-            prim_out::<$ty>(a.rows, |i| {
-                Ok(x.get(i)
-                    .map(|v| round_int(v as i64, scale_arg(a, i).unwrap_or(0), mode) as $n))
-            })?
+            match fixed {
+                Some(scale) if !a.is_scalar(0) => {
+                    let x = a.array(0).as_primitive::<$ty>();
+                    Arc::new(x.unary::<_, $ty>(|v| round_int(v as i64, scale, mode) as $n))
+                }
+                _ => {
+                    let x = a.prim::<$ty>(0)?;
+                    let scales = scale_col(a);
+                    prim_out::<$ty>(a.rows, |i| {
+                        let scale = scales.as_ref().and_then(|s| s.get(i)).unwrap_or(0);
+                        Ok(x.get(i).map(|v| round_int(v as i64, scale, mode) as $n))
+                    })?
+                }
+            }
+        }};
+    }
+    macro_rules! floats {
+        ($ty:ty, $n:ty) => {{
+            match fixed {
+                Some(scale) if !a.is_scalar(0) => {
+                    let sc = Scale::new(scale);
+                    let x = a.array(0).as_primitive::<$ty>();
+                    Arc::new(x.unary::<_, $ty>(|v| sc.round(v as f64, mode) as $n))
+                }
+                _ => {
+                    let x = a.prim::<$ty>(0)?;
+                    let scales = scale_col(a);
+                    prim_out::<$ty>(a.rows, |i| {
+                        let scale = scales.as_ref().and_then(|s| s.get(i)).unwrap_or(0);
+                        Ok(x.get(i).map(|v| round_f64(v as f64, scale, mode) as $n))
+                    })?
+                }
+            }
         }};
     }
     Ok(match &t {
@@ -341,20 +423,8 @@ fn round_generic(a: &Args, mode: Mode) -> DFResult<ArrayRef> {
         DataType::Int16 => ints!(Int16Type, i16),
         DataType::Int32 => ints!(Int32Type, i32),
         DataType::Int64 => ints!(Int64Type, i64),
-        DataType::Float32 => {
-            let x = a.prim::<Float32Type>(0)?;
-            prim_out::<Float32Type>(a.rows, |i| {
-                Ok(x.get(i)
-                    .map(|v| round_f64(v as f64, scale_arg(a, i).unwrap_or(0), mode) as f32))
-            })?
-        }
-        DataType::Float64 => {
-            let x = a.prim::<Float64Type>(0)?;
-            prim_out::<Float64Type>(a.rows, |i| {
-                Ok(x.get(i)
-                    .map(|v| round_f64(v, scale_arg(a, i).unwrap_or(0), mode)))
-            })?
-        }
+        DataType::Float32 => floats!(Float32Type, f32),
+        DataType::Float64 => floats!(Float64Type, f64),
         DataType::Decimal128(p, s) => {
             let x = a.prim::<Decimal128Type>(0)?;
             let s = *s as i64;

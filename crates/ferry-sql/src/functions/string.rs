@@ -4,7 +4,8 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanBuilder, PrimitiveBuilder, StringBuilder};
+use arrow::array::{Array, ArrayRef, BooleanBuilder, PrimitiveBuilder, StringArray, StringBuilder};
+use arrow::buffer::{Buffer, OffsetBuffer};
 use arrow::datatypes::{ArrowPrimitiveType, DataType, Int32Type, Int64Type};
 use datafusion::common::{Result as DFResult, ScalarValue};
 use regex::{Regex, RegexBuilder};
@@ -186,15 +187,31 @@ fn concat(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let cols = (0..a.len())
         .map(|k| a.str(k))
         .collect::<DFResult<Vec<_>>>()?;
+    // Written straight into one builder sized for the whole result, with no text per row.
+    let bytes: usize = cols
+        .iter()
+        .map(|c| {
+            let o = c.arr.offsets();
+            let covered =
+                (o.last().copied().unwrap_or(0) - o.first().copied().unwrap_or(0)) as usize;
+            if c.scalar {
+                covered * a.rows
+            } else {
+                covered
+            }
+        })
+        .sum();
+    let mut b = StringBuilder::with_capacity(a.rows, bytes);
     // Nulls are skipped, so the result is never null (SeaTunnel's CONCAT and `||`).
-    str_out(a.rows, |i, buf| {
+    for i in 0..a.rows {
         for c in &cols {
             if let Some(v) = c.get(i) {
-                buf.push_str(v);
+                b.write_str(v).map_err(|e| fn_error("concat", e))?;
             }
         }
-        Ok(true)
-    })
+        b.append_value("");
+    }
+    Ok(Arc::new(b.finish()))
 }
 
 fn concat_ws(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
@@ -323,22 +340,47 @@ fn insert(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
 }
 
 fn lower(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
-    unary_str(a, |v, buf| {
-        if v.is_ascii() {
-            buf.extend(v.bytes().map(|b| b.to_ascii_lowercase() as char))
-        } else {
-            buf.push_str(&v.to_lowercase())
-        }
-    })
+    change_case(a, false)
 }
 
 fn upper(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
-    unary_str(a, |v, buf| {
-        if v.is_ascii() {
-            buf.extend(v.bytes().map(|b| b.to_ascii_uppercase() as char))
+    change_case(a, true)
+}
+
+/// UPPER / LOWER as Java's `toUpperCase` / `toLowerCase`. ASCII text (the common case) is
+/// converted byte by byte over the whole values buffer at once, keeping the offsets and
+/// nulls; other text goes value by value through Unicode's case mapping.
+fn change_case(a: &Args, up: bool) -> DFResult<ArrayRef> {
+    let s = a.str(0)?;
+    if !s.scalar && s.arr.is_ascii() {
+        let arr = s.arr;
+        let offsets = arr.offsets();
+        let (start, end) = (
+            offsets.first().copied().unwrap_or(0),
+            offsets.last().copied().unwrap_or(0),
+        );
+        let bytes = &arr.value_data()[start as usize..end as usize];
+        let converted: Vec<u8> = if up {
+            bytes.iter().map(u8::to_ascii_uppercase).collect()
         } else {
-            buf.push_str(&v.to_uppercase())
-        }
+            bytes.iter().map(u8::to_ascii_lowercase).collect()
+        };
+        let offsets = if start == 0 {
+            offsets.clone()
+        } else {
+            OffsetBuffer::new(offsets.iter().map(|o| o - start).collect())
+        };
+        return Ok(Arc::new(StringArray::try_new(
+            offsets,
+            Buffer::from_vec(converted),
+            arr.nulls().cloned(),
+        )?));
+    }
+    unary_str(a, |v, buf| match (v.is_ascii(), up) {
+        (true, true) => buf.extend(v.bytes().map(|b| b.to_ascii_uppercase() as char)),
+        (true, false) => buf.extend(v.bytes().map(|b| b.to_ascii_lowercase() as char)),
+        (false, true) => buf.push_str(&v.to_uppercase()),
+        (false, false) => buf.push_str(&v.to_lowercase()),
     })
 }
 

@@ -102,6 +102,31 @@ fn create(query: &str, input: &TableSchema) -> ferry_api::Result<Arc<dyn ferry_a
     SqlTransformFactory.create(&mut o, std::slice::from_ref(input), &JobContext::default())
 }
 
+/// Runs `query` on one batch of `input`: the output rows as JSON lists, or the error.
+pub(crate) fn run_query(
+    query: &str,
+    input: &TableSchema,
+    batch: RecordBatch,
+) -> Result<Vec<Value>, String> {
+    let t = create(query, input).map_err(|e| format!("plan: {e}"))?;
+    let mut inst = t.create_instance().map_err(|e| e.to_string())?;
+    let out = inst
+        .transform(ChangeBatch::inserts(input.name.clone(), batch))
+        .map_err(|e| format!("run: {e}"))?;
+    let Some(out) = out else { return Ok(vec![]) };
+    Ok((0..out.num_rows())
+        .map(|i| {
+            Value::Array(
+                out.data
+                    .columns()
+                    .iter()
+                    .map(|c| array_value_to_json(c.as_ref(), i, RowStyle::Positional))
+                    .collect(),
+            )
+        })
+        .collect())
+}
+
 /// Runs `select <expr> as v from t`: the declared output type and the result column.
 fn run_on(
     expr: &str,

@@ -198,6 +198,30 @@ fn round() {
         "double",
         json!([0.1, null, -0.1]),
     );
+    // A constant scale is prepared once per batch; near-ties are decided on the decimal
+    // text (Java's BigDecimal.valueOf), away from them on the binary product.
+    check_col(
+        "round(x, 2)",
+        "double",
+        json!([2.675, 1.005, -1.005, 0.125, 123.454999, 1e300, null, 0.0]),
+        "double",
+        json!([2.68, 1.01, -1.01, 0.13, 123.45, 1e300, null, 0.0]),
+    );
+    check_col(
+        "round(x, -2)",
+        "int",
+        json!([1250, -1250, 1249, null]),
+        "int",
+        json!([1300, -1300, 1200, null]),
+    );
+    // A scale that differs per row (a null scale is 0).
+    check_col(
+        "round(1234.5678, x)",
+        "int",
+        json!([0, 1, -2, null]),
+        "double",
+        json!([1235.0, 1234.6, 1200.0, 1235.0]),
+    );
 }
 
 #[test]

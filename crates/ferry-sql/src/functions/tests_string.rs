@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::testkit::{check, check_col, check_error};
+use super::testkit::{check, check_col, check_error, run_query, table};
 
 const NULL: Value = Value::Null;
 
@@ -98,6 +98,30 @@ fn concat() {
         "string",
         json!(["a-a", "-"]),
     );
+    // Constant and column arguments mixed, over a sliced batch with nulls.
+    let (t, b) = table(
+        &[("x", "string"), ("y", "string")],
+        json!([
+            ["skip", "skip"],
+            ["a", null],
+            [null, "b"],
+            [null, null],
+            ["c", "d"]
+        ]),
+    );
+    assert_eq!(
+        run_query(
+            "select concat(x, '-', y, '!') as v, x || y as w from t",
+            &t,
+            b.slice(1, 4)
+        ),
+        Ok(vec![
+            json!(["a-!", "a"]),
+            json!(["-b!", "b"]),
+            json!(["-!", ""]),
+            json!(["c-d!", "cd"])
+        ])
+    );
 }
 
 #[test]
@@ -168,6 +192,33 @@ fn lower_and_upper() {
         json!(["a", null, "B"]),
         "string",
         json!(["A", null, "B"]),
+    );
+    // A batch that is a slice of a larger one (its offsets do not start at 0), ASCII and
+    // not, through the filter and the whole-buffer fast path.
+    let (t, b) = table(
+        &[("x", "string"), ("k", "int")],
+        json!([
+            ["skip", 0],
+            ["ab", 1],
+            [null, 2],
+            ["Çd", 3],
+            ["ef", 4],
+            ["gh", 5]
+        ]),
+    );
+    let q = "select upper(x) as u, lower(x) as l from t where k < 5";
+    assert_eq!(
+        run_query(q, &t, b.slice(1, 2)),
+        Ok(vec![json!(["AB", "ab"]), json!([null, null])])
+    );
+    assert_eq!(
+        run_query(q, &t, b.slice(1, 4)),
+        Ok(vec![
+            json!(["AB", "ab"]),
+            json!([null, null]),
+            json!(["ÇD", "çd"]),
+            json!(["EF", "ef"])
+        ])
     );
 }
 
