@@ -9,13 +9,13 @@ use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::config::Dialect;
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Result as DFResult, ScalarValue, TableReference};
+use datafusion::common::{plan_err, DFSchemaRef, Result as DFResult, ScalarValue, TableReference};
 use datafusion::datasource::empty::EmptyTable;
 use datafusion::error::DataFusionError;
 use datafusion::execution::session_state::SessionStateBuilder;
-use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::expr::{Cast, ScalarFunction};
 use datafusion::logical_expr::planner::TypePlanner;
-use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator, ScalarUDF};
+use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DFStatement;
@@ -23,6 +23,7 @@ use datafusion::sql::sqlparser::ast::{self, Ident, SelectItem, SetExpr};
 use ferry_api::ChangeBatch;
 
 use crate::functions;
+use crate::functions::cast::{self, CastPlan, SeaCast};
 
 /// A compiled query: what to do to each batch, and the schema that comes out.
 #[derive(Debug)]
@@ -241,15 +242,17 @@ fn check_supported(plan: &LogicalPlan) -> Result<(), String> {
 }
 
 /// Rewrites the plan to SeaTunnel's semantics before types are coerced: whole-number
-/// literals that fit are `int` (so `age + 1` stays int), `||` skips nulls like CONCAT, and
+/// literals that fit are `int` (so `age + 1` stays int), `||` skips nulls like CONCAT,
 /// DataFusion functions the planner inserts itself (EXTRACT, SUBSTRING … FROM, TRIM …
-/// FROM) become SeaTunnel's.
+/// FROM) become SeaTunnel's, and CASTs whose SeaTunnel semantics differ from DataFusion's
+/// become [`SeaCast`] (or are refused when SeaTunnel refuses them).
 fn seatunnel_semantics(
     plan: LogicalPlan,
     mine: &HashMap<String, Arc<ScalarUDF>>,
 ) -> DFResult<LogicalPlan> {
     let concat = mine.get("concat").cloned();
-    let rewrite = |e: Expr| -> DFResult<Transformed<Expr>> {
+    // `schema` is the input of the plan node whose expressions are rewritten.
+    let rewrite = |e: Expr, schema: Option<&DFSchemaRef>| -> DFResult<Transformed<Expr>> {
         Ok(match e {
             Expr::Literal(ScalarValue::Int64(Some(v)), meta) if i32::try_from(v).is_ok() => {
                 Transformed::yes(Expr::Literal(ScalarValue::Int32(Some(v as i32)), meta))
@@ -267,6 +270,20 @@ fn seatunnel_semantics(
                     vec![*left, *right],
                 )))
             }
+            Expr::Cast(Cast { expr, field }) => {
+                let Some(schema) = schema else {
+                    return Ok(Transformed::no(Expr::Cast(Cast { expr, field })));
+                };
+                let from = expr.get_type(schema.as_ref())?;
+                let to = field.data_type();
+                match cast::plan_cast(&from, to) {
+                    CastPlan::Keep => Transformed::no(Expr::Cast(Cast { expr, field })),
+                    CastPlan::Sea => Transformed::yes(Expr::ScalarFunction(
+                        ScalarFunction::new_udf(SeaCast::udf(&from, to), vec![*expr]),
+                    )),
+                    CastPlan::Reject(why) => return plan_err!("{why}"),
+                }
+            }
             Expr::ScalarFunction(f) => match mine.get(f.func.name()) {
                 Some(m) if !same_udf(m, &f.func) => Transformed::yes(Expr::ScalarFunction(
                     ScalarFunction::new_udf(m.clone(), f.args),
@@ -277,7 +294,11 @@ fn seatunnel_semantics(
         })
     };
     let out = plan.transform_up_with_subqueries(|p| {
-        let p = p.map_expressions(|e| e.transform_up(&rewrite))?;
+        let schema = match p.inputs().as_slice() {
+            [one] => Some(one.schema().clone()),
+            _ => None,
+        };
+        let p = p.map_expressions(|e| e.transform_up(|e| rewrite(e, schema.as_ref())))?;
         if p.transformed {
             Ok(Transformed::yes(p.data.recompute_schema()?))
         } else {

@@ -19,9 +19,11 @@ use datafusion::logical_expr::{
     TypeSignature, Volatility,
 };
 
+pub(crate) mod cast;
 pub(crate) mod datetime;
 pub(crate) mod des;
 pub(crate) mod javafmt;
+pub(crate) mod javatext;
 pub(crate) mod numeric;
 pub(crate) mod string;
 
@@ -39,7 +41,8 @@ mod tests_system;
 /// How an argument is coerced before the kernel sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Arg {
-    /// Text (`Utf8`); any other type is cast to its text, as Java's `toString`.
+    /// Text (`Utf8`); any other type is turned into its text as Java's `toString` writes
+    /// it (`1.0E10`, `2024-01-02T10:15`).
     Str,
     /// A whole number (`Int64`); any number is accepted.
     Int,
@@ -273,6 +276,14 @@ impl SeaFn {
         self.signature = sig;
         self
     }
+    /// The kind of argument `k` (the last kind repeats).
+    fn kind(&self, k: usize) -> Arg {
+        self.args
+            .get(k)
+            .or(self.args.last())
+            .copied()
+            .unwrap_or(Arg::Any)
+    }
     fn max_args(&self) -> Option<usize> {
         if self.variadic {
             None
@@ -296,7 +307,9 @@ fn coerce_one(fname: &str, k: usize, kind: Arg, t: &DataType) -> DFResult<DataTy
         )
     };
     Ok(match kind {
-        Arg::Str => DataType::Utf8,
+        // Numbers and date-times whose Java text differs from Arrow's arrive as they are
+        // and are written as text by `javatext` when the function runs.
+        Arg::Str => javatext::text_source_type(t).unwrap_or(DataType::Utf8),
         Arg::Int => {
             if is_number(t)
                 || matches!(t, DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
@@ -338,7 +351,7 @@ fn coerce_one(fname: &str, k: usize, kind: Arg, t: &DataType) -> DFResult<DataTy
             | DataType::LargeBinary
             | DataType::BinaryView
             | DataType::FixedSizeBinary(_) => DataType::Binary,
-            _ => DataType::Utf8,
+            t => javatext::text_source_type(t).unwrap_or(DataType::Utf8),
         },
         Arg::Any => match t {
             DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
@@ -371,15 +384,7 @@ impl ScalarUDFImpl for SeaFn {
         arg_types
             .iter()
             .enumerate()
-            .map(|(k, t)| {
-                let kind = self
-                    .args
-                    .get(k)
-                    .or(self.args.last())
-                    .copied()
-                    .unwrap_or(Arg::Any);
-                coerce_one(self.name, k, kind, t)
-            })
+            .map(|(k, t)| coerce_one(self.name, k, self.kind(k), t))
             .collect()
     }
     fn return_type(&self, arg_types: &[DataType]) -> DFResult<DataType> {
@@ -405,11 +410,21 @@ impl ScalarUDFImpl for SeaFn {
             args.number_rows
         };
         let mut cols = Vec::with_capacity(args.args.len());
-        for a in args.args {
-            cols.push(match a {
+        for (k, a) in args.args.into_iter().enumerate() {
+            let (arr, scalar) = match a {
                 ColumnarValue::Array(arr) => (arr, false),
                 ColumnarValue::Scalar(s) => (s.to_array_of_size(1)?, true),
-            });
+            };
+            let text = matches!(self.kind(k), Arg::Str | Arg::StrOrBytes)
+                && javatext::text_source_type(arr.data_type()).is_some();
+            cols.push((
+                if text {
+                    javatext::java_text(&arr)?
+                } else {
+                    arr
+                },
+                scalar,
+            ));
         }
         let out = (self.kernel)(&Args { cols, rows }, args.return_field.data_type())?;
         if all_scalar && !self.volatile {

@@ -840,7 +840,7 @@ fn to_char(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
         return super::datetime::format_kernel("to_char", a, ret);
     }
     // Text of the value, as Java's toString.
-    let text = arrow::compute::cast(a.array(0), &DataType::Utf8)?;
+    let text = super::javatext::java_text(a.array(0))?;
     let rows = a.rows;
     if a.is_scalar(0) && rows != 1 {
         return ScalarValue::try_from_array(&text, 0)?.to_array_of_size(rows);
