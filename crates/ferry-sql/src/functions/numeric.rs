@@ -274,82 +274,215 @@ fn round_int(v: i64, scale: i64, mode: Mode) -> i64 {
 }
 
 /// Rounds a double as Java's `BigDecimal.valueOf(d).setScale(scale, mode)`: on its shortest
-/// decimal text, so `round(2.675, 2)` is 2.68 as in SeaTunnel.
+/// decimal text, so `round(2.675, 2)` is 2.68 and `trunc(1.005, 3)` is 1.005 as in SeaTunnel.
 fn round_f64(d: f64, scale: i64, mode: Mode) -> f64 {
     Scale::new(scale).round(d, mode)
 }
 
-/// A decimal scale prepared once for many values: its power of ten as a double.
+/// A decimal scale prepared once for many values.
 #[derive(Clone, Copy)]
 struct Scale {
     scale: i32,
-    /// `10^scale`.
-    m: f64,
+    /// `10^|scale|`.
+    p: f64,
+    /// Whether `p` is exact (|scale| <= 22), which the binary shortcuts need.
+    exact: bool,
 }
+
+/// 2^52: from there on a double has no fraction.
+const TWO_52: f64 = 4_503_599_627_370_496.0;
 
 impl Scale {
     fn new(scale: i64) -> Self {
-        let scale = scale.clamp(-300, 300) as i32;
+        let scale = scale.clamp(-400, 400) as i32;
         Scale {
             scale,
-            m: 10f64.powi(scale),
+            p: 10f64.powi(scale.abs()),
+            exact: scale.abs() <= 22,
         }
     }
 
+    /// `d × 10^scale` as a double.
     #[inline]
+    fn product(self, d: f64) -> f64 {
+        if self.scale >= 0 {
+            d * self.p
+        } else {
+            d / self.p
+        }
+    }
+
+    /// `r × 10^-scale`, correctly rounded (r is a whole number below 2^53).
+    #[inline]
+    fn unscale(self, r: f64) -> f64 {
+        if self.scale >= 0 {
+            r / self.p
+        } else {
+            r * self.p
+        }
+    }
+
+    /// Rounds `d` to this scale, as Java's `BigDecimal.valueOf(d).setScale(scale, mode)`.
     fn round(self, d: f64, mode: Mode) -> f64 {
-        let Scale { scale, m } = self;
-        if !d.is_finite() {
-            return d;
+        if self.needs_text(d, mode) {
+            round_text(d, self.scale, mode)
+        } else {
+            self.round_fast(d, mode)
         }
-        let x = d * m;
-        if x.abs() >= 1e17 {
-            // The shortest text of `d` has at most 17 digits, all at or above 10^-scale
-            // here: Java's setScale changes nothing (and x / m could be off by an ulp).
-            return d;
-        }
-        let simple = match mode {
-            Mode::Down => Some(x.trunc()),
-            Mode::Ceiling => Some(x.ceil()),
-            Mode::Floor => Some(x.floor()),
-            // Away from a tie the binary product rounds the same as the decimal text.
-            Mode::HalfUp if ((x - x.trunc()).abs() - 0.5).abs() > 1e-6 => Some(x.round()),
-            Mode::HalfUp => None,
+    }
+
+    /// The largest distance between `x = d × 10^scale` and the same product taken on
+    /// `d`'s decimal text (two roundings of about 2^-53 each, with a margin).
+    #[inline]
+    fn eps(ax: f64) -> f64 {
+        (ax * 1e-15).max(1e-6)
+    }
+
+    /// Rounds `d` on its binary product with 10^scale, which is right unless
+    /// [`Scale::needs_text`] says otherwise. It has no branch, so a column vectorizes.
+    #[inline]
+    fn round_fast(self, d: f64, mode: Mode) -> f64 {
+        let x = self.product(d);
+        let ax = x.abs();
+        // The whole number nearest to |x| (adding 2^52 drops the fraction; above 2^52 a
+        // double has none).
+        let n = if ax < TWO_52 {
+            (ax + TWO_52) - TWO_52
+        } else {
+            ax
         };
-        if let Some(r) = simple {
-            if scale == 0 {
-                return r;
+        let below = if n > ax { n - 1.0 } else { n };
+        let above = if n < ax { n + 1.0 } else { n };
+        let neg = x < 0.0;
+        let mag = if (ax - n).abs() <= Self::eps(ax) {
+            // d is at this scale already (needs_text checked that it is exactly n).
+            n
+        } else {
+            match mode {
+                Mode::HalfUp => n,
+                Mode::Down => below,
+                Mode::Ceiling => {
+                    if neg {
+                        below
+                    } else {
+                        above
+                    }
+                }
+                Mode::Floor => {
+                    if neg {
+                        above
+                    } else {
+                        below
+                    }
+                }
             }
-            return r / m;
+        };
+        // `+ 0.0` turns -0.0 into 0.0: Java's BigDecimal has no negative zero.
+        let r = self.unscale(mag.copysign(x) + 0.0);
+        // NaN, infinities and values whose shortest text has no digit below 10^-scale
+        // (|x| >= 10^17: at most 17 digits) stay as they are, as in Java.
+        if ax < 1e17 {
+            r
+        } else {
+            d
         }
-        round_tie(d, scale, m)
+    }
+
+    /// Whether the binary product cannot decide and `d`'s decimal text must: for HALF_UP
+    /// when `x = d × 10^scale` is (nearly) halfway between whole numbers (2.675 × 100 is
+    /// 267.49999…), for the other modes when x is (nearly) whole but `d` is not exactly
+    /// that number at this scale (1.005 × 1000 is 1004.9999…, yet 1.005 is 1.005).
+    #[inline]
+    fn needs_text(self, d: f64, mode: Mode) -> bool {
+        let x = self.product(d);
+        let ax = x.abs();
+        if ax.is_nan() || ax >= 1e17 {
+            return false;
+        }
+        if !self.exact {
+            return true;
+        }
+        let n = if ax < TWO_52 {
+            (ax + TWO_52) - TWO_52
+        } else {
+            ax
+        };
+        let dist = (ax - n).abs();
+        let eps = Self::eps(ax);
+        match mode {
+            Mode::HalfUp => dist >= 0.5 - eps,
+            _ => dist <= eps && (ax >= TWO_52 || self.unscale(n) != d.abs()),
+        }
     }
 }
 
-/// A (near) tie of HALF_UP: decided on the decimal digits of the shortest text.
+/// Java's `BigDecimal.valueOf(d).setScale(scale, mode).doubleValue()`, worked on the
+/// decimal digits of `d`'s shortest text (Java's `Double.toString`); for the values the
+/// binary shortcut cannot decide.
 #[cold]
-fn round_tie(d: f64, scale: i32, m: f64) -> f64 {
-    let text = format!("{d}");
-    let (neg, digits) = match text.strip_prefix('-') {
-        Some(t) => (true, t),
-        None => (false, text.as_str()),
-    };
-    let (ip, fp) = digits.split_once('.').unwrap_or((digits, ""));
-    let keep = scale.max(0) as usize;
-    let next = fp.as_bytes().get(keep).copied().unwrap_or(b'0');
-    let truncated: f64 = format!("{ip}.{}", &fp[..keep.min(fp.len())])
-        .parse()
-        .unwrap_or(d.abs());
-    let r = if next >= b'5' {
-        truncated + 1.0 / m
+fn round_text(d: f64, scale: i32, mode: Mode) -> f64 {
+    if !d.is_finite() {
+        return d;
+    }
+    let text = format!("{}", d.abs());
+    let (ip, fp) = text.split_once('.').unwrap_or((text.as_str(), ""));
+    let digits: Vec<u8> = ip.bytes().chain(fp.bytes()).collect();
+    // How many leading digits stay.
+    let keep = ip.len() as i64 + scale as i64;
+    let (mut kept, dropped): (Vec<u8>, &[u8]) = if keep <= 0 {
+        (Vec::new(), &digits[..])
+    } else if keep as usize >= digits.len() {
+        let mut k = digits.clone();
+        k.resize(keep as usize, b'0');
+        (k, &[])
     } else {
-        truncated
+        (digits[..keep as usize].to_vec(), &digits[keep as usize..])
     };
-    let r = (r * m).round() / m;
-    if neg {
-        -r
+    let first = if keep < 0 {
+        b'0'
     } else {
-        r
+        dropped.first().copied().unwrap_or(b'0')
+    };
+    let nonzero = dropped.iter().any(|b| *b != b'0');
+    let neg = d < 0.0;
+    let up = match mode {
+        Mode::HalfUp => first >= b'5',
+        Mode::Down => false,
+        Mode::Ceiling => nonzero && !neg,
+        Mode::Floor => nonzero && neg,
+    };
+    if up {
+        // One more unit in the last kept place.
+        let mut k = kept.len();
+        loop {
+            if k == 0 {
+                kept.insert(0, b'1');
+                break;
+            }
+            k -= 1;
+            if kept[k] == b'9' {
+                kept[k] = b'0';
+            } else {
+                kept[k] += 1;
+                break;
+            }
+        }
+    }
+    if kept.is_empty() {
+        kept.push(b'0');
+    }
+    let mut number = String::from_utf8(kept).unwrap_or_default();
+    if scale > 0 {
+        let at = number.len().saturating_sub(scale as usize);
+        number.insert(at, '.');
+    } else {
+        number.extend(std::iter::repeat_n('0', scale.unsigned_abs() as usize));
+    }
+    let v: f64 = number.parse().unwrap_or(d.abs());
+    if neg && v != 0.0 {
+        -v
+    } else {
+        v
     }
 }
 
@@ -405,7 +538,30 @@ fn round_generic(a: &Args, mode: Mode) -> DFResult<ArrayRef> {
                 Some(scale) if !a.is_scalar(0) => {
                     let sc = Scale::new(scale);
                     let x = a.array(0).as_primitive::<$ty>();
-                    Arc::new(x.unary::<_, $ty>(|v| sc.round(v as f64, mode) as $n))
+                    // One branch-free pass, then the rare values the binary product
+                    // cannot decide again on their decimal text.
+                    let out = x.unary::<_, $ty>(|v| sc.round_fast(v as f64, mode) as $n);
+                    let ties = x
+                        .values()
+                        .iter()
+                        .fold(false, |t, v| t | sc.needs_text(*v as f64, mode));
+                    if ties {
+                        let fixed: Vec<$n> = x
+                            .values()
+                            .iter()
+                            .zip(out.values().iter())
+                            .map(|(v, o)| {
+                                if sc.needs_text(*v as f64, mode) {
+                                    round_text(*v as f64, sc.scale, mode) as $n
+                                } else {
+                                    *o
+                                }
+                            })
+                            .collect();
+                        Arc::new(PrimitiveArray::<$ty>::new(fixed.into(), x.nulls().cloned()))
+                    } else {
+                        Arc::new(out)
+                    }
                 }
                 _ => {
                     let x = a.prim::<$ty>(0)?;
@@ -628,6 +784,120 @@ mod tests {
         assert_eq!(round_f64(1.25, 1, Mode::Down), 1.2);
         assert_eq!(round_int(155, -1, Mode::HalfUp), 160);
         assert_eq!(round_int(-155, -1, Mode::Down), -150);
+    }
+
+    /// Java's `BigDecimal.valueOf(d).setScale(scale, mode).doubleValue()`, worked on the
+    /// decimal digits of `d`'s shortest text, for `scale >= 0`.
+    fn text_round(d: f64, scale: usize, mode: Mode) -> f64 {
+        let text = format!("{}", d.abs());
+        let (ip, fp) = text.split_once('.').unwrap_or((&text, ""));
+        let kept: String = format!("{ip}{:0<scale$}", &fp[..fp.len().min(scale)]);
+        let dropped = fp.get(scale..).unwrap_or("");
+        let nonzero = dropped.bytes().any(|b| b != b'0');
+        let up = match mode {
+            Mode::HalfUp => dropped.as_bytes().first().is_some_and(|b| *b >= b'5'),
+            Mode::Down => false,
+            Mode::Ceiling => nonzero && d > 0.0,
+            Mode::Floor => nonzero && d < 0.0,
+        };
+        // Add one unit in the last kept place, on the digits.
+        let mut digits: Vec<u8> = kept.into_bytes();
+        if up {
+            let mut k = digits.len();
+            loop {
+                if k == 0 {
+                    digits.insert(0, b'1');
+                    break;
+                }
+                k -= 1;
+                if digits[k] == b'9' {
+                    digits[k] = b'0';
+                } else {
+                    digits[k] += 1;
+                    break;
+                }
+            }
+        }
+        let s = String::from_utf8(digits).unwrap_or_default();
+        let (i, f) = s.split_at(s.len() - scale);
+        let v: f64 = format!("{i}.{f}0").parse().unwrap_or(f64::NAN);
+        if d < 0.0 && v != 0.0 {
+            -v
+        } else {
+            v
+        }
+    }
+
+    #[test]
+    fn rounding_matches_java_on_decimal_text() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let modes = [Mode::HalfUp, Mode::Down, Mode::Ceiling, Mode::Floor];
+        let mut values: Vec<f64> = vec![
+            2.675,
+            1.005,
+            -1.005,
+            0.125,
+            -0.125,
+            0.5,
+            -0.5,
+            1.5,
+            2.5,
+            -2.5,
+            0.0,
+            -0.0,
+            0.3,
+            -0.3,
+            1e15 + 0.5,
+            123456.785,
+            9.995,
+            99.995,
+            1.0050000000000001,
+            12.34,
+            -12.34,
+            4503599627370497.0,
+            1e16 + 2.0,
+            123456789.125,
+            1e-7,
+            5e-324,
+        ];
+        for _ in 0..40_000 {
+            let mag = 10f64.powi(rng.random_range(-4..9));
+            let v: f64 = rng.random_range(-1.0..1.0) * mag;
+            // Also values with few decimals, where ties are frequent.
+            values.push(v);
+            values.push((v * 1000.0).round() / 1000.0);
+        }
+        for &d in &values {
+            for scale in 0..6usize {
+                let sc = Scale::new(scale as i64);
+                for mode in modes {
+                    let got = sc.round(d, mode);
+                    let want = text_round(d, scale, mode);
+                    assert!(
+                        got == want && got.is_sign_negative() == want.is_sign_negative(),
+                        "{d} scale {scale} mode {}: got {got}, Java gives {want}",
+                        match mode {
+                            Mode::HalfUp => "HALF_UP",
+                            Mode::Down => "DOWN",
+                            Mode::Ceiling => "CEILING",
+                            Mode::Floor => "FLOOR",
+                        }
+                    );
+                }
+            }
+            // Negative scales: the binary shortcut against the decimal digits.
+            for scale in -3..0 {
+                let sc = Scale::new(scale as i64);
+                for mode in modes {
+                    let (got, want) = (sc.round(d, mode), round_text(d, scale, mode));
+                    assert!(
+                        got == want,
+                        "{d} scale {scale}: got {got}, text gives {want}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

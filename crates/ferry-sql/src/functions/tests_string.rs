@@ -98,6 +98,20 @@ fn concat() {
         "string",
         json!(["a-a", "-"]),
     );
+    // Values longer than the 16-byte fast copy, multi-byte characters, the last value of
+    // the buffer.
+    check_col(
+        "concat(x, '—', x)",
+        "string",
+        json!(["a value longer than sixteen bytes", "é", null, "z"]),
+        "string",
+        json!([
+            "a value longer than sixteen bytes—a value longer than sixteen bytes",
+            "é—é",
+            "—",
+            "z—z"
+        ]),
+    );
     // Constant and column arguments mixed, over a sliced batch with nulls.
     let (t, b) = table(
         &[("x", "string"), ("y", "string")],
