@@ -142,8 +142,10 @@ sink {{ LocalFile {{ plugin_input = out, path = "{}", file_format_type = json }}
     };
     let local_out = root.path().join("local");
     let spark_out = root.path().join("spark");
+    let unfused_out = root.path().join("unfused");
     std::fs::write(root.path().join("local.conf"), job(&local_out)).unwrap();
     std::fs::write(root.path().join("spark.conf"), job(&spark_out)).unwrap();
+    std::fs::write(root.path().join("unfused.conf"), job(&unfused_out)).unwrap();
     let out = ferry()
         .arg("run")
         .arg(root.path().join("local.conf"))
@@ -160,11 +162,30 @@ sink {{ LocalFile {{ plugin_input = out, path = "{}", file_format_type = json }}
         "spark: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The same plan without fusing: the transforms as mapInArrow steps, the sink as a
+    // Spark write.
+    let out = ferry()
+        .arg("run")
+        .arg(root.path().join("unfused.conf"))
+        .args(["--engine", "spark"])
+        .env("FERRY_SPARK_FUSE", "0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "spark, unfused: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let local = sorted_lines(&local_out);
     let spark = sorted_lines(&spark_out);
     assert!(local.len() > 300, "the job writes rows: {}", local.len());
     assert_eq!(local.len(), spark.len());
     assert_eq!(local, spark, "the engines wrote different rows");
+    assert_eq!(
+        local,
+        sorted_lines(&unfused_out),
+        "Spark without fusing wrote different rows"
+    );
 }
 
 fn start_spark(job: &Path, job_id: &str, ckpt: &Path) -> Child {

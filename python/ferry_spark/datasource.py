@@ -9,6 +9,13 @@ Options of both data sources:
   spec      the job spec (JSON text from ``_native.load_job``)
   source / sink   the plugin's index in the job file
   location  the checkpoint location (streaming)
+
+Options of ``ferry_source`` for a chain (``ferry_spark::job::Chain``):
+  transforms  JSON list of the transforms the reader applies itself, in order
+  sink        the sink the read task writes to itself: each partition then returns one
+              row, (commit info, rows written); in batch mode the driver commits them, in
+              streaming mode ``ferry_sink`` with ``commits = 1`` does
+  writers     with ``sink``: how many writers the sink has (the source's partitions)
 """
 
 import json
@@ -46,16 +53,25 @@ class FerrySource(DataSource):
     def schema(self):
         return StructType.fromJson(json.loads(self.options["schema"]))
 
+    def _transforms(self):
+        return json.loads(self.options.get("transforms", "[]"))
+
     def reader(self, schema):
-        return _BatchReader(self.options["spec"], int(self.options["source"]))
+        sink = self.options.get("sink")
+        return _BatchReader(
+            self.options["spec"], int(self.options["source"]), self._transforms(), None if sink is None else int(sink)
+        )
 
     def streamReader(self, schema):
+        sink = self.options.get("sink")
         return _StreamReader(
             self.options["spec"],
             int(self.options["source"]),
             self.options["location"],
             int(self.options.get("budget_ms", "10000")),
             int(self.options.get("max_rows", "10000000")),
+            self._transforms(),
+            None if sink is None else (int(sink), int(self.options.get("writers", "1"))),
         )
 
 
@@ -63,6 +79,7 @@ class FerrySource(DataSource):
 class _SplitsPartition(InputPartition):
     subtask: int
     splits: str
+    count: int
 
 
 @dataclass
@@ -71,27 +88,52 @@ class _StreamPartition(InputPartition):
 
 
 class _BatchReader(DataSourceReader):
-    def __init__(self, spec: str, source: int):
+    def __init__(self, spec: str, source: int, transforms: List[int], sink: Optional[int]):
         self.spec = spec
         self.source = source
+        self.transforms = transforms
+        self.sink = sink
 
     def partitions(self):
         splits = _native().batch_splits(self.spec, self.source)
-        return [_SplitsPartition(i, s) for i, s in enumerate(splits)]
+        return [_SplitsPartition(i, s, len(splits)) for i, s in enumerate(splits)]
 
     def read(self, partition):
-        yield from _native().SourcePartition.batch(self.spec, self.source, partition.subtask, partition.splits)
+        n = _native()
+        if self.sink is None:
+            yield from n.SourcePartition.batch(self.spec, self.source, partition.subtask, partition.splits, self.transforms)
+            return
+        # The whole chain in this task: read, transform, write and prepare the commit.
+        ctx = TaskContext.get()
+        attempt = (
+            "spark-%d-%d-%d" % (ctx.stageId(), ctx.partitionId(), ctx.attemptNumber())
+            if ctx
+            else "spark-%d" % partition.subtask
+        )
+        yield n.run_chain(
+            self.spec,
+            self.source,
+            partition.subtask,
+            partition.splits,
+            self.transforms,
+            self.sink,
+            partition.count,
+            attempt,
+        )
 
 
 class _StreamReader(DataSourceStreamReader):
     """Offsets are the readers' split states (see crates/ferry-spark/src/source.rs)."""
 
-    def __init__(self, spec: str, source: int, location: str, budget_ms: int, max_rows: int):
+    def __init__(self, spec, source, location, budget_ms, max_rows, transforms, sink):
         self.spec = spec
         self.source = source
         self.location = location
         self.budget_ms = budget_ms
         self.max_rows = max_rows
+        self.transforms = transforms
+        # (sink index, writers) when the whole chain runs in the read task.
+        self.sink = sink
         self._planner = None
 
     def __getstate__(self):
@@ -117,7 +159,15 @@ class _StreamReader(DataSourceStreamReader):
         return [_StreamPartition(d) for d in descriptors]
 
     def read(self, partition):
-        yield from _native().SourcePartition.stream(self.spec, partition.descriptor)
+        if self.sink is None:
+            yield from _native().SourcePartition.stream(self.spec, partition.descriptor, self.transforms)
+            return
+        # The whole chain in this task; staged as the sink's own write task would stage it.
+        batch, attempt = _stream_attempt()
+        sink, writers = self.sink
+        yield _native().run_chain_stream(
+            self.spec, partition.descriptor, self.transforms, sink, writers, attempt, batch + 1
+        )
 
     def commit(self, end):
         # Nothing to acknowledge: a partition's reader learns that the previous batch
@@ -171,6 +221,7 @@ class FerrySink(DataSource):
             int(self.options["sink"]),
             int(self.options.get("parallelism", "1")),
             self.options["location"],
+            self.options.get("commits") == "1",
         )
 
 
@@ -200,21 +251,35 @@ def _query_id(location: str) -> str:
         return json.loads(f.readline())["id"]
 
 
+def _stream_attempt():
+    """The micro-batch of the running Spark task and a name for its attempt."""
+    ctx = TaskContext.get()
+    batch = int(ctx.getLocalProperty("streaming.sql.batchId"))
+    query = ctx.getLocalProperty("sql.streaming.queryId") or "query"
+    return batch, "%s-%d-%d-%d" % (query[:8], batch, ctx.partitionId(), ctx.attemptNumber())
+
+
 class _StreamWriter(DataSourceStreamArrowWriter):
     """Micro-batch ``b`` is Ferry checkpoint ``b + 1``. Tasks stage and prepare; the
-    driver-side commit publishes once per (query, batch) and records it."""
+    driver-side commit publishes once per (query, batch) and records it. With
+    ``commits``, the rows are prepared commits of fused read tasks (``ferry_source`` with
+    ``sink``), passed on to the commit step."""
 
-    def __init__(self, spec: str, sink: int, parallelism: int, location: str):
+    def __init__(self, spec: str, sink: int, parallelism: int, location: str, commits: bool = False):
         self.spec = spec
         self.sink = sink
         self.parallelism = parallelism
         self.location = location
+        self.commits = commits
 
     def write(self, iterator):
-        ctx = TaskContext.get()
-        batch = int(ctx.getLocalProperty("streaming.sql.batchId"))
-        query = ctx.getLocalProperty("sql.streaming.queryId") or "query"
-        attempt = "%s-%d-%d-%d" % (query[:8], batch, ctx.partitionId(), ctx.attemptNumber())
+        if self.commits:
+            infos, rows = [], 0
+            for b in iterator:
+                infos.extend(i for i in b.column(0).to_pylist() if i is not None)
+                rows += sum(b.column(1).to_pylist())
+            return FerryCommit(infos, rows)
+        batch, attempt = _stream_attempt()
         return _write(self.spec, self.sink, self.parallelism, iterator, batch + 1, attempt)
 
     def _record(self, batch_id: int) -> str:

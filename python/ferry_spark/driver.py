@@ -6,6 +6,11 @@ binary does, and builds the Spark plan: a data frame per Ferry source, ``mapInAr
 transform (Ferry's transform code), a write per sink. BATCH jobs run as bounded Spark
 jobs; STREAMING jobs as one streaming query per sink, micro-batch = checkpoint.
 
+Where a source's rows flow through transforms that nothing else reads (a chain, see
+``ferry_spark::job::Chain``), the source's read task applies them itself, and in batch
+mode writes to the chain's sink too, so that rows cross between the JVM and Python
+less often, or never (``FERRY_SPARK_FUSE=0`` turns this off).
+
 ``--manifest FILE`` runs several BATCH jobs in one Spark session, one JSON object a line
 (``{"name": ..., "job": path, "vars": ["k=v", ...]}``), and prints ``ok NAME SECONDS`` or
 ``FAILED NAME: message`` per job: the test suite uses it to pay Spark's start-up once.
@@ -50,9 +55,11 @@ def _say(msg):
     print("ferry: " + msg, file=sys.stderr, flush=True)
 
 
-def session(master):
+def session(master, conf=None):
     """A Spark session set up for Ferry: UTC session time zone (timestamps cross as UTC),
-    large Arrow batches, the executors' Python = this Python (it has the native module)."""
+    large Arrow batches, the executors' Python = this Python (it has the native module).
+    ``conf`` is the job file's ``spark.*`` env options (as SeaTunnel's Spark engine uses
+    them); ``--master`` and ``FERRY_SPARK_MASTER`` win over its ``spark.master``."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -60,12 +67,14 @@ def session(master):
     from ferry_spark.datasource import register
 
     started = time.monotonic()
-    master = master or os.environ.get("FERRY_SPARK_MASTER") or "local[*]"
+    conf = dict(conf or {})
+    job_master = conf.pop("spark.master", None)
+    master = master or os.environ.get("FERRY_SPARK_MASTER") or job_master or "local[*]"
     if master.startswith("local"):
         # A host name that resolves to a loopback address makes Spark warn and guess.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     b = (
-        SparkSession.builder.appName("ferry")
+        SparkSession.builder.appName(conf.pop("spark.app.name", "ferry"))
         .master(master)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
@@ -76,6 +85,10 @@ def session(master):
         # Each task attempt stages its own output; speculative duplicates are not needed.
         .config("spark.speculation", "false")
     )
+    for k, v in conf.items():
+        b = b.config(k, v)
+    # Timestamps cross between Ferry and Spark as UTC; another zone would shift them.
+    b = b.config("spark.sql.session.timeZone", "UTC")
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
@@ -83,29 +96,90 @@ def session(master):
     return spark
 
 
+def fusing():
+    """Whether chains run fused (``FERRY_SPARK_FUSE=0`` turns it off: every transform a
+    ``mapInArrow`` step, every sink a Spark write, to compare or to isolate a problem)."""
+    return os.environ.get("FERRY_SPARK_FUSE", "1") != "0"
+
+
+# What a fused batch task returns: its sink's prepared commit and the rows it wrote.
+_COMMIT_SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "info", "type": "string", "nullable": True, "metadata": {}},
+        {"name": "rows", "type": "long", "nullable": False, "metadata": {}},
+    ],
+}
+
+
+def _load(spark, spec, source, schema, streaming, location, budget_ms, transforms=(), sink=None, writers=1):
+    reader = spark.readStream if streaming else spark.read
+    r = reader.format("ferry_source").option("spec", spec).option("source", str(source))
+    r = r.option("schema", json.dumps(schema)).option("transforms", json.dumps(list(transforms)))
+    if sink is not None:
+        r = r.option("sink", str(sink)).option("writers", str(writers))
+    if streaming:
+        r = r.option("location", location).option("budget_ms", str(budget_ms))
+    return r.load()
+
+
 def _frames(spark, spec, plan, streaming, location, budget_ms):
-    """The data frame of every stream of the job, by stream name."""
+    """The data frame of every stream of the job, by stream name. A chain's transforms run
+    inside its source's read task; its output stream is defined where its last transform
+    stands in the plan, as stream names are resolved in plan order."""
     from pyspark.sql.types import StructType
 
     from ferry_spark.datasource import transform_function
 
+    chains = {c["source"]: c for c in plan["chains"]} if fusing() else {}
+    fused = {t for c in chains.values() for t in c["transforms"]}
+    at_transform = {}
     streams = {}
     for s in plan["sources"]:
-        reader = spark.readStream if streaming else spark.read
-        r = reader.format("ferry_source").option("spec", spec).option("source", str(s["index"]))
-        r = r.option("schema", json.dumps(s["schema"]))
-        if streaming:
-            r = r.option("location", location).option("budget_ms", str(budget_ms))
-        streams[s["output"]] = r.load()
+        ts = chains[s["index"]]["transforms"] if s["index"] in chains else []
+        schema = plan["transforms"][ts[-1]]["schema"] if ts else s["schema"]
+        df = _load(spark, spec, s["index"], schema, streaming, location, budget_ms, ts)
+        if ts:
+            at_transform[ts[-1]] = df
+        else:
+            streams[s["output"]] = df
     for t in plan["transforms"]:
-        df = streams[t["inputs"][0]]
-        streams[t["output"]] = df.mapInArrow(transform_function(spec, t["index"]), StructType.fromJson(t["schema"]))
+        if t["index"] in at_transform:
+            streams[t["output"]] = at_transform[t["index"]]
+        elif t["index"] not in fused:
+            df = streams[t["inputs"][0]]
+            streams[t["output"]] = df.mapInArrow(transform_function(spec, t["index"]), StructType.fromJson(t["schema"]))
     return streams
 
 
+def _run_fused(spark, spec, chain):
+    """Runs a chain that ends in a sink as one Spark job whose tasks read, transform and
+    write; rows never enter the JVM. Tasks prepare the sink's commit and return it; the
+    driver publishes all of them once (what a Spark write's commit step does)."""
+    from ferry_spark import _native
+
+    sink = chain["sink"]
+    df = _load(spark, spec, chain["source"], _COMMIT_SCHEMA, False, None, 0, chain["transforms"], sink)
+    infos = [r[0] for r in df.collect() if r[0] is not None]
+    try:
+        _native.commit(spec, sink, 1, infos, None, True)
+    except BaseException:
+        _native.abort(spec, sink, 1, infos)
+        raise
+
+
+def _sink_chains(plan):
+    """The chains that end in a sink, by sink index (none when fusing is off)."""
+    return {c["sink"]: c for c in plan["chains"] if c["sink"] is not None} if fusing() else {}
+
+
 def run_batch(spark, spec, plan):
+    chains = _sink_chains(plan)
     streams = _frames(spark, spec, plan, False, None, 0)
     for k in plan["sinks"]:
+        if k["index"] in chains:
+            _run_fused(spark, spec, chains[k["index"]])
+            continue
         df = streams[k["inputs"][0]]
         (
             df.write.format("ferry_sink")
@@ -156,6 +230,7 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None):
     is called after micro-batches complete."""
     interval = plan["checkpoint_interval_ms"] or 10000
     sinks = plan["sinks"]
+    chains = _sink_chains(plan)
     queries = []
     stop = _Stop(job_dir)
     for k in sinks:
@@ -167,13 +242,21 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None):
         recovered = _native.recover_commits(spec, k["index"], os.path.join(location, "published", str(k["index"])))
         if recovered:
             _say("finished %d commit(s) of sink %s that a crash interrupted" % (recovered, k["label"]))
-        streams = _frames(spark, spec, plan, True, location, interval)
-        df = streams[k["inputs"][0]]
+        chain = chains.get(k["index"])
+        if chain is not None:
+            # Read tasks run the whole chain and return prepared commits; the writer
+            # passes them to the per-batch commit.
+            writers = plan["sources"][chain["source"]]["parallelism"]
+            df = _load(spark, spec, chain["source"], _COMMIT_SCHEMA, True, location, interval,
+                       chain["transforms"], k["index"], writers)
+        else:
+            df = _frames(spark, spec, plan, True, location, interval)[k["inputs"][0]]
         q = (
             df.writeStream.format("ferry_sink")
             .option("spec", spec)
             .option("sink", str(k["index"]))
             .option("parallelism", str(k["parallelism"]))
+            .option("commits", "1" if chain is not None else "0")
             .option("location", location)
             .option("checkpointLocation", location)
             .trigger(processingTime="%d milliseconds" % interval)
@@ -241,7 +324,7 @@ def run_one(spark_holder, a):
     started = time.monotonic()
     final = "FAILED"
     try:
-        spark = spark_holder()
+        spark = spark_holder(plan.get("spark_conf"))
         if streaming:
             def on_batch():
                 if job_dir:
@@ -275,7 +358,7 @@ def run_manifest(a):
         one = argparse.Namespace(job=e["job"], variable=e.get("vars", []), parallelism=None, job_id=None, checkpoint_dir=None)
         started = time.monotonic()
         try:
-            run_one(lambda: spark, one)
+            run_one(lambda _conf: spark, one)
             print("ok %s %.2f" % (e["name"], time.monotonic() - started), flush=True)
         except Exception as ex:  # one case's failure must not stop the others
             failures += 1
@@ -291,9 +374,9 @@ def main(argv):
             return run_manifest(a)
         holder = {}
 
-        def get():
+        def get(conf):
             if "s" not in holder:
-                holder["s"] = session(a.master)
+                holder["s"] = session(a.master, conf)
             return holder["s"]
 
         try:

@@ -72,6 +72,25 @@ impl JobSpec {
     }
 }
 
+/// A run of the plan that one Spark task can carry from end to end: a source, the
+/// transforms that follow it one after another (each the only reader of the stream before
+/// it), and the sink after them when it is the only reader of the last stream.
+///
+/// The Spark engine runs a chain's transforms inside the source's read task rather than
+/// as a `mapInArrow` step each, and in batch mode the sink too: rows then never cross into
+/// the JVM, which is where Ferry on Spark spent most of its time (`bench/results/spark-profile.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Chain {
+    /// The source's index.
+    pub source: usize,
+    /// The transforms' indices, in the order they apply.
+    pub transforms: Vec<usize>,
+    /// The sink's index, when the chain ends in one.
+    pub sink: Option<usize>,
+    /// The stream the chain produces (the last transform's output, or the source's).
+    pub output: String,
+}
+
 /// A job's spec and its plan.
 #[derive(Debug)]
 pub struct SparkJob {
@@ -81,6 +100,9 @@ pub struct SparkJob {
     pub plan: JobPlan,
     /// Warnings from reading the job file.
     pub warnings: Vec<String>,
+    /// The job file's `spark.*` env options, for the Spark session (as SeaTunnel's Spark
+    /// engine passes them on).
+    pub spark_conf: BTreeMap<String, String>,
 }
 
 impl SparkJob {
@@ -93,6 +115,9 @@ impl SparkJob {
             .collect();
         let job = ferry_config::parse_job(&spec.text, &spec.file, &vars)?;
         let warnings = job.warnings.clone();
+        let mut spark_conf = BTreeMap::new();
+        flatten_conf("", &Value::Object(job.env_options.clone()), &mut spark_conf);
+        spark_conf.retain(|k, _| k.starts_with("spark."));
         let plan = build_plan(
             job,
             &ferry_plugins::builtin(),
@@ -105,6 +130,7 @@ impl SparkJob {
             spec,
             plan,
             warnings,
+            spark_conf,
         })
     }
 
@@ -179,6 +205,76 @@ impl SparkJob {
         }
     }
 
+    /// The one table transform `index` emits.
+    pub fn stream_table_of_transform(&self, index: usize) -> Result<TableSchema> {
+        let t = self
+            .plan
+            .transforms
+            .get(index)
+            .ok_or_else(|| FerryError::internal(format!("no transform {index}")))?;
+        single(&t.output, &t.tables)
+    }
+
+    /// The job cut into [`Chain`]s, one per source, in source order. (Stream names are
+    /// unique in a plan, and a transform reads only streams defined before it.)
+    pub fn chains(&self) -> Vec<Chain> {
+        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+        enum Node {
+            Source(usize),
+            Transform(usize),
+            Sink(usize),
+        }
+        let p = &self.plan;
+        let mut producer: HashMap<&str, Node> = HashMap::new();
+        let mut consumers: HashMap<Node, Vec<Node>> = HashMap::new();
+        for (i, s) in p.sources.iter().enumerate() {
+            producer.insert(&s.output, Node::Source(i));
+        }
+        for (i, t) in p.transforms.iter().enumerate() {
+            for input in &t.inputs {
+                if let Some(n) = producer.get(input.as_str()) {
+                    consumers.entry(*n).or_default().push(Node::Transform(i));
+                }
+            }
+            producer.insert(&t.output, Node::Transform(i));
+        }
+        for (k, s) in p.sinks.iter().enumerate() {
+            for input in &s.inputs {
+                if let Some(n) = producer.get(input.as_str()) {
+                    consumers.entry(*n).or_default().push(Node::Sink(k));
+                }
+            }
+        }
+        p.sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut chain = Chain {
+                    source: i,
+                    transforms: Vec::new(),
+                    sink: None,
+                    output: s.output.clone(),
+                };
+                let mut node = Node::Source(i);
+                loop {
+                    match consumers.get(&node).map(Vec::as_slice) {
+                        Some([Node::Transform(t)]) if p.transforms[*t].inputs.len() == 1 => {
+                            chain.transforms.push(*t);
+                            chain.output = p.transforms[*t].output.clone();
+                            node = Node::Transform(*t);
+                        }
+                        Some([Node::Sink(k)]) if p.sinks[*k].inputs.len() == 1 => {
+                            chain.sink = Some(*k);
+                            break;
+                        }
+                        _ => break,
+                    }
+                }
+                chain
+            })
+            .collect()
+    }
+
     /// The plan as the Python driver reads it: sources, transforms and sinks with their
     /// streams and Spark schemas, mode, checkpoint interval and delivery.
     pub fn plan_json(&self) -> Result<Value> {
@@ -233,8 +329,34 @@ impl SparkJob {
             "sources": sources,
             "transforms": transforms,
             "sinks": sinks,
+            "chains": self.chains(),
+            "spark_conf": self.spark_conf,
             "warnings": self.warnings,
         }))
+    }
+}
+
+/// Options as Spark configuration entries: nested objects (`spark { app.name = x }`)
+/// become dotted keys, values their text.
+fn flatten_conf(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten_conf(&key, v, out);
+            }
+        }
+        Value::String(s) => {
+            out.insert(prefix.to_string(), s.clone());
+        }
+        Value::Null => {}
+        other => {
+            out.insert(prefix.to_string(), other.to_string());
+        }
     }
 }
 
@@ -312,6 +434,105 @@ pub(crate) mod tests {
         );
         assert_eq!(j["sinks"][0]["inputs"][0], "f");
         assert_eq!(job.sink_input(0).unwrap().schema.fields().len(), 1);
+    }
+
+    #[test]
+    fn spark_options_of_the_env_section_become_spark_configuration() {
+        let text = r#"
+            env {
+              job.mode = BATCH
+              spark.app.name = "SeaTunnel"
+              spark.executor.instances = 2
+              spark { executor.memory = "1g" }
+            }
+            source { FakeSource { plugin_output = fake, row.num = 1, schema = { fields { id = bigint } } } }
+            sink { Console { plugin_input = fake } }
+        "#;
+        let job = SparkJob::build(spec(text)).unwrap();
+        let conf: Vec<_> = job
+            .spark_conf
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        assert_eq!(
+            conf,
+            [
+                "spark.app.name=SeaTunnel",
+                "spark.executor.instances=2",
+                "spark.executor.memory=1g"
+            ]
+        );
+        assert_eq!(
+            job.plan_json().unwrap()["spark_conf"]["spark.app.name"],
+            "SeaTunnel"
+        );
+    }
+
+    #[test]
+    fn a_linear_job_is_one_chain_from_source_to_sink() {
+        let job = SparkJob::build(spec(FAKE)).unwrap();
+        assert_eq!(
+            job.chains(),
+            vec![Chain {
+                source: 0,
+                transforms: vec![0],
+                sink: Some(0),
+                output: "f".into(),
+            }]
+        );
+        assert_eq!(job.plan_json().unwrap()["chains"][0]["sink"], 0);
+    }
+
+    #[test]
+    fn a_chain_stops_where_a_stream_has_several_readers() {
+        // `fake` feeds a transform and a sink; `other` feeds two sinks.
+        let text = r#"
+            env { job.mode = BATCH }
+            source {
+              FakeSource { plugin_output = fake, row.num = 3, schema = { fields { id = bigint, s = string } } }
+              FakeSource { plugin_output = other, row.num = 3, schema = { fields { id = bigint } } }
+            }
+            transform {
+              Filter { plugin_input = fake, plugin_output = a, include_fields = [id] }
+              Filter { plugin_input = a, plugin_output = b, include_fields = [id] }
+            }
+            sink {
+              Console { plugin_input = fake }
+              Console { plugin_input = b }
+              Console { plugin_input = other }
+              Console { plugin_input = other }
+            }
+        "#;
+        let job = SparkJob::build(spec(text)).unwrap();
+        let chains = job.chains();
+        assert_eq!(chains[0].transforms, Vec::<usize>::new());
+        assert_eq!(chains[0].sink, None);
+        assert_eq!(chains[0].output, "fake");
+        assert_eq!(chains[1].sink, None, "two sinks read `other`");
+        assert_eq!(chains.len(), 2);
+    }
+
+    #[test]
+    fn a_chain_takes_every_transform_of_a_straight_line() {
+        let text = r#"
+            env { job.mode = BATCH }
+            source { FakeSource { plugin_output = a, row.num = 3, schema = { fields { id = bigint, s = string } } } }
+            transform {
+              Filter { plugin_input = a, plugin_output = c, include_fields = [id, s] }
+              Filter { plugin_input = c, plugin_output = b, include_fields = [id] }
+            }
+            sink { Console { plugin_input = b } }
+        "#;
+        let job = SparkJob::build(spec(text)).unwrap();
+        assert_eq!(
+            job.chains(),
+            vec![Chain {
+                source: 0,
+                transforms: vec![0, 1],
+                sink: Some(0),
+                output: "b".into(),
+            }]
+        );
     }
 
     #[test]

@@ -119,6 +119,77 @@ fn batch_splits(py: Python<'_>, spec: &str, source: usize) -> PyResult<Vec<Strin
         .collect()
 }
 
+fn batch_reader(
+    j: &SparkJob,
+    source: usize,
+    subtask: usize,
+    splits: &str,
+    transforms: &[usize],
+) -> PyResult<PartitionReader> {
+    let splits = serde_json::from_value(json_arg(splits, "splits")?)
+        .map_err(|e| FerryError::new_err(e.to_string()))?;
+    PartitionReader::batch(j, source, subtask, splits)
+        .and_then(|r| r.with_transforms(j, transforms))
+        .map_err(err)
+}
+
+/// Batch mode: runs a whole chain (see `ferry_spark::job::Chain`) in one task: reads
+/// subtask `subtask`'s splits of source `source`, applies `transforms`, writes through
+/// sink `sink` as writer `subtask` of `parallelism` and prepares the commit. Returns the
+/// prepared commit (JSON text, or `None`) and the rows written; rows never leave Rust.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn run_chain(
+    py: Python<'_>,
+    spec: &str,
+    source: usize,
+    subtask: usize,
+    splits: &str,
+    transforms: Vec<usize>,
+    sink: usize,
+    parallelism: usize,
+    attempt: &str,
+) -> PyResult<(Option<String>, u64)> {
+    let j = job(spec)?;
+    let mut reader = batch_reader(&j, source, subtask, splits, &transforms)?;
+    let mut writer = PartitionWriter::open(&j, sink, subtask, parallelism, attempt).map_err(err)?;
+    let info = py
+        .detach(|| crate::sink::run_chain(&mut reader, &mut writer, 1))
+        .map_err(err)?;
+    Ok((info.map(|v| v.to_string()), writer.rows()))
+}
+
+/// Streaming: runs a whole chain for one micro-batch partition in one task: reads the
+/// partition (a descriptor from `StreamSource.partitions`), applies `transforms`, writes
+/// through sink `sink` as writer `subtask` of `parallelism` (the partition's subtask) and
+/// prepares the commit of checkpoint `checkpoint_id`. Returns the prepared commit (JSON
+/// text, or `None`) and the rows written.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn run_chain_stream(
+    py: Python<'_>,
+    spec: &str,
+    partition: &str,
+    transforms: Vec<usize>,
+    sink: usize,
+    parallelism: usize,
+    attempt: &str,
+    checkpoint_id: u64,
+) -> PyResult<(Option<String>, u64)> {
+    let j = job(spec)?;
+    let p: StreamPartition = serde_json::from_value(json_arg(partition, "partition")?)
+        .map_err(|e| FerryError::new_err(e.to_string()))?;
+    let subtask = p.subtask;
+    let mut reader = PartitionReader::stream(&j, p)
+        .and_then(|r| r.with_transforms(&j, &transforms))
+        .map_err(err)?;
+    let mut writer = PartitionWriter::open(&j, sink, subtask, parallelism, attempt).map_err(err)?;
+    let info = py
+        .detach(|| crate::sink::run_chain(&mut reader, &mut writer, checkpoint_id))
+        .map_err(err)?;
+    Ok((info.map(|v| v.to_string()), writer.rows()))
+}
+
 /// Reads one Spark partition of a source: iterate it for `pyarrow.RecordBatch`es.
 #[pyclass(module = "ferry_spark._native")]
 struct SourcePartition {
@@ -127,25 +198,35 @@ struct SourcePartition {
 
 #[pymethods]
 impl SourcePartition {
-    /// Batch mode: subtask `subtask`'s splits (JSON text from `batch_splits`).
+    /// Batch mode: subtask `subtask`'s splits (JSON text from `batch_splits`), with the
+    /// job's transforms `transforms` applied in order (a chain's).
     #[staticmethod]
-    fn batch(spec: &str, source: usize, subtask: usize, splits: &str) -> PyResult<Self> {
+    #[pyo3(signature = (spec, source, subtask, splits, transforms=Vec::new()))]
+    fn batch(
+        spec: &str,
+        source: usize,
+        subtask: usize,
+        splits: &str,
+        transforms: Vec<usize>,
+    ) -> PyResult<Self> {
         let j = job(spec)?;
-        let splits = serde_json::from_value(json_arg(splits, "splits")?)
-            .map_err(|e| FerryError::new_err(e.to_string()))?;
-        let r = PartitionReader::batch(&j, source, subtask, splits).map_err(err)?;
+        let r = batch_reader(&j, source, subtask, splits, &transforms)?;
         Ok(SourcePartition {
             inner: Mutex::new(r),
         })
     }
 
-    /// Streaming: a partition descriptor from `StreamSource.partitions`.
+    /// Streaming: a partition descriptor from `StreamSource.partitions`, with the job's
+    /// transforms `transforms` applied in order.
     #[staticmethod]
-    fn stream(spec: &str, partition: &str) -> PyResult<Self> {
+    #[pyo3(signature = (spec, partition, transforms=Vec::new()))]
+    fn stream(spec: &str, partition: &str, transforms: Vec<usize>) -> PyResult<Self> {
         let j = job(spec)?;
         let p: StreamPartition = serde_json::from_value(json_arg(partition, "partition")?)
             .map_err(|e| FerryError::new_err(e.to_string()))?;
-        let r = PartitionReader::stream(&j, p).map_err(err)?;
+        let r = PartitionReader::stream(&j, p)
+            .and_then(|r| r.with_transforms(&j, &transforms))
+            .map_err(err)?;
         Ok(SourcePartition {
             inner: Mutex::new(r),
         })
@@ -371,6 +452,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FerryError", m.py().get_type::<FerryError>())?;
     m.add_function(wrap_pyfunction!(load_job, m)?)?;
     m.add_function(wrap_pyfunction!(batch_splits, m)?)?;
+    m.add_function(wrap_pyfunction!(run_chain, m)?)?;
+    m.add_function(wrap_pyfunction!(run_chain_stream, m)?)?;
     m.add_function(wrap_pyfunction!(commit, m)?)?;
     m.add_function(wrap_pyfunction!(abort, m)?)?;
     m.add_function(wrap_pyfunction!(recover_commits, m)?)?;

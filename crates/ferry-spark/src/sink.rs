@@ -12,11 +12,12 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use ferry_api::{FerryError, Result, SinkWriter, TransformInstance, WriterContext};
+use ferry_api::{ChangeBatch, FerryError, Result, SinkWriter, TransformInstance, WriterContext};
 use serde_json::Value;
 
 use crate::convert::{from_spark, spark_schema, to_spark};
 use crate::job::SparkJob;
+use crate::source::PartitionReader;
 
 /// One Spark write task's Ferry writer.
 pub struct PartitionWriter {
@@ -67,6 +68,16 @@ impl PartitionWriter {
         self.writer.write(&b)
     }
 
+    /// Writes a batch in Ferry's types (a fused chain's output, which never went
+    /// through Spark).
+    pub fn write_change(&mut self, batch: &ChangeBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.rows += batch.num_rows() as u64;
+        self.writer.write(batch)
+    }
+
     /// Rows written.
     pub fn rows(&self) -> u64 {
         self.rows
@@ -83,6 +94,26 @@ impl PartitionWriter {
     pub fn abort(&mut self) -> Result<()> {
         self.writer.abort()
     }
+}
+
+/// Runs a whole [`crate::job::Chain`] in one task: reads `reader` (the source with the
+/// chain's transforms) to its end, writes everything through `writer` and prepares the
+/// commit of checkpoint `checkpoint_id`. Returns the prepared commit and the rows written;
+/// on an error, what the writer staged is discarded.
+pub fn run_chain(
+    reader: &mut PartitionReader,
+    writer: &mut PartitionWriter,
+    checkpoint_id: u64,
+) -> Result<Option<Value>> {
+    let mut run = || -> Result<Option<Value>> {
+        while let Some(b) = reader.next_change()? {
+            writer.write_change(&b)?;
+        }
+        writer.prepare(checkpoint_id)
+    };
+    run().inspect_err(|_| {
+        let _ = writer.abort();
+    })
 }
 
 /// Publishes the prepared commits `infos` of checkpoint `checkpoint_id` through sink
@@ -362,6 +393,108 @@ mod tests {
         let info = w.prepare(1).unwrap().unwrap();
         abort(&job, 0, 1, vec![info]).unwrap();
         assert!(!out.exists() || visible(&out) == 0);
+    }
+
+    #[test]
+    fn a_fused_chain_reads_transforms_and_writes_in_one_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let job = job(&out);
+        let chain = &job.chains()[0];
+        assert_eq!(
+            (chain.transforms.as_slice(), chain.sink),
+            (&[0][..], Some(0))
+        );
+        let splits = crate::source::assign_all(&job, 0).unwrap();
+        let mut reader = PartitionReader::batch(&job, 0, 0, splits[0].clone())
+            .unwrap()
+            .with_transforms(&job, &chain.transforms)
+            .unwrap();
+        let mut writer = PartitionWriter::open(&job, 0, 0, 1, "fused-0").unwrap();
+        let info = run_chain(&mut reader, &mut writer, 1).unwrap().unwrap();
+        assert_eq!((reader.rows(), writer.rows()), (4, 4));
+        assert_eq!(visible(&out), 0, "nothing is visible before the commit");
+        assert!(commit(&job, 0, 1, vec![info], None, true).unwrap());
+        assert_eq!(visible(&out), 4);
+        // What the sink wrote went through the Filter: only `id`.
+        let line = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .find(|e| !e.file_name().to_string_lossy().starts_with(['.', '_']))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .unwrap();
+        let first: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+        assert_eq!(first.as_object().unwrap().len(), 1, "{first}");
+    }
+
+    #[test]
+    fn fused_transforms_see_the_tables_the_embedded_engine_gives_them() {
+        // Replace accepts only batches of its input table: each step's output must be
+        // renamed to its stream as the embedded engine does.
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let text = format!(
+            r#"
+            env {{ job.mode = BATCH }}
+            source {{ FakeSource {{ plugin_output = fake, row.num = 6, schema = {{ fields {{ id = bigint, name = string }} }} }} }}
+            transform {{
+              Sql {{ plugin_input = fake, plugin_output = q, query = "select id, name from fake where id % 2 = 0" }}
+              Replace {{ plugin_input = q, plugin_output = r, replace_field = name, pattern = "a", replacement = "A" }}
+            }}
+            sink {{ LocalFile {{ plugin_input = r, path = "{}", file_format_type = json }} }}
+            "#,
+            out.display()
+        );
+        let job = SparkJob::build(spec(&text)).unwrap();
+        let chain = &job.chains()[0];
+        assert_eq!(chain.transforms, vec![0, 1]);
+        let splits = crate::source::assign_all(&job, 0).unwrap();
+        let mut reader = PartitionReader::batch(&job, 0, 0, splits[0].clone())
+            .unwrap()
+            .with_transforms(&job, &chain.transforms)
+            .unwrap();
+        let mut writer = PartitionWriter::open(&job, 0, 0, 1, "fused-0").unwrap();
+        let info = run_chain(&mut reader, &mut writer, 1).unwrap();
+        assert!(commit(&job, 0, 1, info.into_iter().collect(), None, true).unwrap());
+        assert_eq!(reader.rows(), 6);
+        assert_eq!(visible(&out), writer.rows() as usize);
+    }
+
+    #[test]
+    fn a_reader_with_fused_transforms_returns_their_output_in_sparks_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = job(dir.path());
+        let splits = crate::source::assign_all(&job, 0).unwrap();
+        let mut reader = PartitionReader::batch(&job, 0, 0, splits[0].clone())
+            .unwrap()
+            .with_transforms(&job, &[0])
+            .unwrap();
+        let b = reader.next_batch().unwrap().unwrap();
+        let names: Vec<_> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, vec!["id".to_string(), KIND_COLUMN.to_string()]);
+    }
+
+    #[test]
+    fn a_failing_chain_reports_the_sinks_error() {
+        // The Assert sink's writer fails on the first row over its MAX rule.
+        let text = r#"
+            env { job.mode = BATCH }
+            source { FakeSource { plugin_output = fake, row.num = 4, schema = { fields { id = bigint } } } }
+            sink { Assert { plugin_input = fake, rules { field_rules = [{ field_name = id, field_type = bigint, field_value = [{ rule_type = MAX, rule_value = -1 }] }] } } }
+        "#;
+        let job = SparkJob::build(spec(text)).unwrap();
+        let splits = crate::source::assign_all(&job, 0).unwrap();
+        let mut reader = PartitionReader::batch(&job, 0, 0, splits[0].clone()).unwrap();
+        let mut writer = PartitionWriter::open(&job, 0, 0, 1, "fused-0").unwrap();
+        let e = run_chain(&mut reader, &mut writer, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("row 1 of table"), "{e}");
     }
 
     #[test]

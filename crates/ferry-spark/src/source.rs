@@ -29,7 +29,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use ferry_api::{
     ChangeBatch, EnumeratorContext, FerryError, ReadStatus, ReaderContext, Result, SourceReader,
-    Split, SplitEnumerator,
+    Split, SplitEnumerator, TransformInstance,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -385,9 +385,17 @@ struct StreamState {
     finished: bool,
 }
 
-/// One Spark partition reading one reader subtask's splits.
+/// One Spark partition reading one reader subtask's splits, and applying the transforms
+/// fused into it ([`PartitionReader::with_transforms`]).
 pub struct PartitionReader {
     reader: Option<Box<dyn SourceReader>>,
+    /// The table name the source's batches get (the plan's rename, as on the embedded
+    /// engine): the fused transforms check the tables they receive.
+    rename: Option<Arc<str>>,
+    /// Transforms applied in the reader's task, in order (see [`crate::job::Chain`]),
+    /// each with the table name its output gets.
+    transforms: Vec<(Box<dyn TransformInstance>, Option<Arc<str>>)>,
+    /// The Spark schema of what this partition returns (after its transforms).
     target: SchemaRef,
     limit: Limit,
     rows: u64,
@@ -419,6 +427,8 @@ impl PartitionReader {
         reader.no_more_splits();
         Ok(PartitionReader {
             reader: Some(reader),
+            rename: node.rename.clone(),
+            transforms: Vec::new(),
             target: spark_schema(&table.schema),
             limit: Limit::Exhaust,
             rows: 0,
@@ -482,6 +492,8 @@ impl PartitionReader {
         };
         Ok(PartitionReader {
             reader: Some(reader),
+            rename: node.rename.clone(),
+            transforms: Vec::new(),
             target: spark_schema(&table.schema),
             limit,
             rows: 0,
@@ -496,7 +508,24 @@ impl PartitionReader {
         })
     }
 
-    /// Rows returned so far.
+    /// Applies the transforms `indices` of the job, in order, to what this partition
+    /// reads: the transforms of a [`crate::job::Chain`], run in the reader's task instead
+    /// of a `mapInArrow` step each (no trip through the JVM between them).
+    pub fn with_transforms(mut self, job: &SparkJob, indices: &[usize]) -> Result<Self> {
+        for &i in indices {
+            let node = job
+                .plan
+                .transforms
+                .get(i)
+                .ok_or_else(|| FerryError::internal(format!("no transform {i}")))?;
+            self.transforms
+                .push((node.transform.create_instance()?, node.rename.clone()));
+            self.target = spark_schema(&job.stream_table_of_transform(i)?.schema);
+        }
+        Ok(self)
+    }
+
+    /// Rows read from the source so far (before transforms).
     pub fn rows(&self) -> u64 {
         self.rows
     }
@@ -504,6 +533,14 @@ impl PartitionReader {
     /// The next batch in Spark's types, or `None` when this partition has read what it
     /// planned. May sleep while the source has nothing (call it without holding the GIL).
     pub fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        self.next_change()?
+            .map(|b| to_spark(&b, &self.target))
+            .transpose()
+    }
+
+    /// The next batch in Ferry's types, after this partition's transforms; `None` when
+    /// the partition has read what it planned.
+    pub fn next_change(&mut self) -> Result<Option<ChangeBatch>> {
         loop {
             if self.done {
                 return Ok(None);
@@ -529,8 +566,26 @@ impl PartitionReader {
                     if b.num_rows() == 0 {
                         continue;
                     }
+                    // Rows count before transforms: a replay reads the same source rows.
                     self.rows += b.num_rows() as u64;
-                    return Ok(Some(to_spark(&b, &self.target)?));
+                    let mut b = b;
+                    if let Some(name) = &self.rename {
+                        b.table = name.clone();
+                    }
+                    let mut out = Some(b);
+                    for (t, rename) in &mut self.transforms {
+                        out = match out {
+                            Some(b) => t.transform(b)?,
+                            None => break,
+                        };
+                        if let (Some(b), Some(name)) = (out.as_mut(), rename.as_ref()) {
+                            b.table = name.clone();
+                        }
+                    }
+                    match out {
+                        Some(b) if b.num_rows() > 0 => return Ok(Some(b)),
+                        _ => continue,
+                    }
                 }
                 ReadStatus::Idle(d) => {
                     let d = match self.limit {
