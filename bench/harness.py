@@ -896,8 +896,10 @@ def markdown(rep) -> str:
                 "References: `cat` of the input from the page cache and `dd` writing as many bytes as Ferry's output "
                 "(rows/s as if the rows moved at that speed). *Ferry on Spark* (issue 4): the same job file through "
                 "`ferry run --engine spark --master local[2]` (the driver `python -m ferry_spark`, Ferry's LocalFile "
-                "source, Sql transform and LocalFile sink running as a Spark Python data source, `mapInArrow` and an "
-                "Arrow writer in Spark's Python workers); its native module's build profile is in the versions above.\n",
+                "source, Sql transform and LocalFile sink running in Spark's Python workers: the job is one chain, so each "
+                "Spark task of the `ferry_source` Python data source reads, filters and writes its split itself and returns "
+                "its prepared commit; `FERRY_SPARK_FUSE=0` would run the Sql as `mapInArrow` and the sink as an Arrow "
+                "writer); its native module's build profile is in the versions above.\n",
                 table(res["csv_to_parquet"])]
     if "generate" in res:
         out += ["## 2. Generation → blackhole (engine overhead)\n",

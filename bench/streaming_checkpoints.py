@@ -12,7 +12,7 @@ Usage: bench/streaming_checkpoints.py [--ferry PATH] [--rows N] [--minutes M]
 3. kill -9 of the streaming job while files keep arriving, restart with the same job id:
    seconds until the restarted job publishes new output (target < 2 s).
 4. Resident memory of the streaming job sampled every second for --minutes (flat?).
-Writes bench/results/streaming.md.
+Writes bench/results/streaming.md (--out to name another file).
 """
 import argparse, os, shutil, signal, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -96,6 +96,7 @@ def main():
     ap.add_argument("--rows-per-file", type=int, default=500_000)
     ap.add_argument("--minutes", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default="streaming.md", help="file under bench/results/ to write")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     lines = ["# Streaming and checkpoints (issue 3)", "", f"Command: `{' '.join(sys.argv)}`", "",
@@ -172,7 +173,7 @@ def main():
               f"last {samples[-1] / 1024 if samples else 0:.0f} MiB.", ""]
     res = HERE / "results"
     res.mkdir(exist_ok=True)
-    (res / "streaming.md").write_text("\n".join(lines))
+    (res / a.out).write_text("\n".join(lines))
     print("\n".join(lines))
     shutil.rmtree(tmp, ignore_errors=True)
 
