@@ -385,6 +385,9 @@ struct StreamState {
     finished: bool,
 }
 
+/// A transform run in a reader's task, with the table name its output gets.
+type FusedTransform = (Box<dyn TransformInstance>, Option<Arc<str>>);
+
 /// One Spark partition reading one reader subtask's splits, and applying the transforms
 /// fused into it ([`PartitionReader::with_transforms`]).
 pub struct PartitionReader {
@@ -394,7 +397,7 @@ pub struct PartitionReader {
     rename: Option<Arc<str>>,
     /// Transforms applied in the reader's task, in order (see [`crate::job::Chain`]),
     /// each with the table name its output gets.
-    transforms: Vec<(Box<dyn TransformInstance>, Option<Arc<str>>)>,
+    transforms: Vec<FusedTransform>,
     /// The Spark schema of what this partition returns (after its transforms).
     target: SchemaRef,
     limit: Limit,
