@@ -395,6 +395,17 @@ mod tests {
         assert!(!out.exists() || visible(&out) == 0);
     }
 
+    /// Source 0's only reader with `transforms` fused, and sink 0's only writer.
+    fn fused(job: &SparkJob, transforms: &[usize]) -> (PartitionReader, PartitionWriter) {
+        let splits = crate::source::assign_all(job, 0).unwrap();
+        let reader = PartitionReader::batch(job, 0, 0, splits[0].clone())
+            .unwrap()
+            .with_transforms(job, transforms)
+            .unwrap();
+        let writer = PartitionWriter::open(job, 0, 0, 1, "fused-0").unwrap();
+        (reader, writer)
+    }
+
     #[test]
     fn a_fused_chain_reads_transforms_and_writes_in_one_task() {
         let dir = tempfile::tempdir().unwrap();
@@ -405,12 +416,7 @@ mod tests {
             (chain.transforms.as_slice(), chain.sink),
             (&[0][..], Some(0))
         );
-        let splits = crate::source::assign_all(&job, 0).unwrap();
-        let mut reader = PartitionReader::batch(&job, 0, 0, splits[0].clone())
-            .unwrap()
-            .with_transforms(&job, &chain.transforms)
-            .unwrap();
-        let mut writer = PartitionWriter::open(&job, 0, 0, 1, "fused-0").unwrap();
+        let (mut reader, mut writer) = fused(&job, &chain.transforms);
         let info = run_chain(&mut reader, &mut writer, 1).unwrap().unwrap();
         assert_eq!((reader.rows(), writer.rows()), (4, 4));
         assert_eq!(visible(&out), 0, "nothing is visible before the commit");
@@ -448,12 +454,7 @@ mod tests {
         let job = SparkJob::build(spec(&text)).unwrap();
         let chain = &job.chains()[0];
         assert_eq!(chain.transforms, vec![0, 1]);
-        let splits = crate::source::assign_all(&job, 0).unwrap();
-        let mut reader = PartitionReader::batch(&job, 0, 0, splits[0].clone())
-            .unwrap()
-            .with_transforms(&job, &chain.transforms)
-            .unwrap();
-        let mut writer = PartitionWriter::open(&job, 0, 0, 1, "fused-0").unwrap();
+        let (mut reader, mut writer) = fused(&job, &chain.transforms);
         let info = run_chain(&mut reader, &mut writer, 1).unwrap();
         assert!(commit(&job, 0, 1, info.into_iter().collect(), None, true).unwrap());
         assert_eq!(reader.rows(), 6);
