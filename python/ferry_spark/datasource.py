@@ -104,12 +104,7 @@ class _BatchReader(DataSourceReader):
             yield from n.SourcePartition.batch(self.spec, self.source, partition.subtask, partition.splits, self.transforms)
             return
         # The whole chain in this task: read, transform, write and prepare the commit.
-        ctx = TaskContext.get()
-        attempt = (
-            "spark-%d-%d-%d" % (ctx.stageId(), ctx.partitionId(), ctx.attemptNumber())
-            if ctx
-            else "spark-%d" % partition.subtask
-        )
+        attempt = _batch_attempt()
         yield n.run_chain(
             self.spec,
             self.source,
@@ -235,9 +230,7 @@ class _BatchWriter(DataSourceArrowWriter):
         self.parallelism = parallelism
 
     def write(self, iterator):
-        ctx = TaskContext.get()
-        attempt = "spark-%d-%d-%d" % (ctx.stageId(), ctx.partitionId(), ctx.attemptNumber()) if ctx else "spark"
-        return _write(self.spec, self.sink, self.parallelism, iterator, 1, attempt)
+        return _write(self.spec, self.sink, self.parallelism, iterator, 1, _batch_attempt())
 
     def commit(self, messages):
         _native().commit(self.spec, self.sink, 1, _infos(messages), None, True)
@@ -249,6 +242,13 @@ class _BatchWriter(DataSourceArrowWriter):
 def _query_id(location: str) -> str:
     with open(os.path.join(location, "metadata")) as f:
         return json.loads(f.readline())["id"]
+
+
+def _batch_attempt() -> str:
+    """A name for the running Spark task attempt of a batch job (staged output of
+    attempts never collides)."""
+    ctx = TaskContext.get()
+    return "spark-%d-%d-%d" % (ctx.stageId(), ctx.partitionId(), ctx.attemptNumber()) if ctx else "spark"
 
 
 def _stream_attempt():

@@ -76,7 +76,6 @@ def session(master, conf=None):
     b = (
         SparkSession.builder.appName(conf.pop("spark.app.name", "ferry"))
         .master(master)
-        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "65536")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
@@ -125,28 +124,24 @@ def _load(spark, spec, source, schema, streaming, location, budget_ms, transform
 
 def _frames(spark, spec, plan, streaming, location, budget_ms):
     """The data frame of every stream of the job, by stream name. A chain's transforms run
-    inside its source's read task; its output stream is defined where its last transform
-    stands in the plan, as stream names are resolved in plan order."""
+    inside its source's read task, whose data frame is the chain's output stream (stream
+    names are unique, and nothing else reads the streams inside a chain)."""
     from pyspark.sql.types import StructType
 
     from ferry_spark.datasource import transform_function
 
     chains = {c["source"]: c for c in plan["chains"]} if fusing() else {}
     fused = {t for c in chains.values() for t in c["transforms"]}
-    at_transform = {}
     streams = {}
     for s in plan["sources"]:
-        ts = chains[s["index"]]["transforms"] if s["index"] in chains else []
+        c = chains.get(s["index"])
+        ts = c["transforms"] if c else []
         schema = plan["transforms"][ts[-1]]["schema"] if ts else s["schema"]
-        df = _load(spark, spec, s["index"], schema, streaming, location, budget_ms, ts)
-        if ts:
-            at_transform[ts[-1]] = df
-        else:
-            streams[s["output"]] = df
+        streams[c["output"] if c else s["output"]] = _load(
+            spark, spec, s["index"], schema, streaming, location, budget_ms, ts
+        )
     for t in plan["transforms"]:
-        if t["index"] in at_transform:
-            streams[t["output"]] = at_transform[t["index"]]
-        elif t["index"] not in fused:
+        if t["index"] not in fused:
             df = streams[t["inputs"][0]]
             streams[t["output"]] = df.mapInArrow(transform_function(spec, t["index"]), StructType.fromJson(t["schema"]))
     return streams

@@ -151,12 +151,9 @@ fn run_chain(
     attempt: &str,
 ) -> PyResult<(Option<String>, u64)> {
     let j = job(spec)?;
-    let mut reader = batch_reader(&j, source, subtask, splits, &transforms)?;
-    let mut writer = PartitionWriter::open(&j, sink, subtask, parallelism, attempt).map_err(err)?;
-    let info = py
-        .detach(|| crate::sink::run_chain(&mut reader, &mut writer, 1))
-        .map_err(err)?;
-    Ok((info.map(|v| v.to_string()), writer.rows()))
+    let reader = batch_reader(&j, source, subtask, splits, &transforms)?;
+    let writer = PartitionWriter::open(&j, sink, subtask, parallelism, attempt).map_err(err)?;
+    chain_to_commit(py, reader, writer, 1)
 }
 
 /// Streaming: runs a whole chain for one micro-batch partition in one task: reads the
@@ -177,17 +174,40 @@ fn run_chain_stream(
     checkpoint_id: u64,
 ) -> PyResult<(Option<String>, u64)> {
     let j = job(spec)?;
-    let p: StreamPartition = serde_json::from_value(json_arg(partition, "partition")?)
-        .map_err(|e| FerryError::new_err(e.to_string()))?;
+    let p = stream_partition(partition)?;
     let subtask = p.subtask;
-    let mut reader = PartitionReader::stream(&j, p)
-        .and_then(|r| r.with_transforms(&j, &transforms))
-        .map_err(err)?;
-    let mut writer = PartitionWriter::open(&j, sink, subtask, parallelism, attempt).map_err(err)?;
+    let reader = stream_reader(&j, p, &transforms)?;
+    let writer = PartitionWriter::open(&j, sink, subtask, parallelism, attempt).map_err(err)?;
+    chain_to_commit(py, reader, writer, checkpoint_id)
+}
+
+/// Runs `reader` into `writer` without the GIL and prepares checkpoint `checkpoint_id`:
+/// the prepared commit (JSON text, or `None`) and the rows written.
+fn chain_to_commit(
+    py: Python<'_>,
+    mut reader: PartitionReader,
+    mut writer: PartitionWriter,
+    checkpoint_id: u64,
+) -> PyResult<(Option<String>, u64)> {
     let info = py
         .detach(|| crate::sink::run_chain(&mut reader, &mut writer, checkpoint_id))
         .map_err(err)?;
     Ok((info.map(|v| v.to_string()), writer.rows()))
+}
+
+fn stream_partition(text: &str) -> PyResult<StreamPartition> {
+    serde_json::from_value(json_arg(text, "partition")?)
+        .map_err(|e| FerryError::new_err(e.to_string()))
+}
+
+fn stream_reader(
+    j: &SparkJob,
+    p: StreamPartition,
+    transforms: &[usize],
+) -> PyResult<PartitionReader> {
+    PartitionReader::stream(j, p)
+        .and_then(|r| r.with_transforms(j, transforms))
+        .map_err(err)
 }
 
 /// Reads one Spark partition of a source: iterate it for `pyarrow.RecordBatch`es.
@@ -222,11 +242,7 @@ impl SourcePartition {
     #[pyo3(signature = (spec, partition, transforms=Vec::new()))]
     fn stream(spec: &str, partition: &str, transforms: Vec<usize>) -> PyResult<Self> {
         let j = job(spec)?;
-        let p: StreamPartition = serde_json::from_value(json_arg(partition, "partition")?)
-            .map_err(|e| FerryError::new_err(e.to_string()))?;
-        let r = PartitionReader::stream(&j, p)
-            .and_then(|r| r.with_transforms(&j, &transforms))
-            .map_err(err)?;
+        let r = stream_reader(&j, stream_partition(partition)?, &transforms)?;
         Ok(SourcePartition {
             inner: Mutex::new(r),
         })
