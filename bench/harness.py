@@ -702,7 +702,10 @@ def main():
         sjob = JOBS / "stream_csv_to_parquet.conf"
         fvars = ["-i", "input={in}", "-i", "output={out}", "-i", "parallelism=2"]
         stools = [stream.StreamTool("ferry", [ferry, "run", str(sjob), *fvars, "--job-id", "bench",
-                                              "--checkpoint-dir", "{ck}"], slow)]
+                                              "--checkpoint-dir", "{ck}"], slow),
+                  stream.StreamTool("ferry, checkpoint.on-idle", [ferry, "run", str(sjob), *fvars, "-i", "on_idle=true",
+                                                                  "--job-id", "bench", "--checkpoint-dir", "{ck}"], slow,
+                                    note="also checkpoints once both readers have caught up")]
         if not args.quick:  # as in workloads 2 and 4, the JVM tools run in workload 1 only in --quick mode
             for label, v in venvs:
                 stools.append(stream.StreamTool(
@@ -788,17 +791,18 @@ def target_lines(rep) -> list:
                          f"{s['wall_median']:.1f} s vs {ps['wall_median']:.1f} s ({ratio:.2f}× its time) | "
                          f"{'✓' if ok else '✗'}{f' (within the noise: spread up to {noise:.0f} %)' if close else ''} |")
     # Issue 6: streaming at least 5x Spark Structured Streaming's throughput at lower latency.
-    fs = get("stream", "ferry")
     ss = get("stream", "pyspark structured streaming local[2]")
-    if fs and ss:
+    for fs in [get("stream", "ferry"), get("stream", "ferry, checkpoint.on-idle")]:
+        if not (fs and ss):
+            continue
         ratio = fs["burst_rows_per_s"] / ss["burst_rows_per_s"]
         lower = fs["paced_latency_median"] < ss["paced_latency_median"]
         cpu_ratio = ss["burst_cpu_s"] / fs["burst_cpu_s"] if fs["burst_cpu_s"] else float("nan")
-        lines.append(f"| issue 6 | streaming ≥ 5× Spark Structured Streaming throughput | {ratio:.1f}× "
+        lines.append(f"| issue 6 | {fs['name']}: streaming ≥ 5× Spark Structured Streaming throughput | {ratio:.1f}× "
                      f"({fmt_rate(fs['burst_rows_per_s'])} vs {fmt_rate(ss['burst_rows_per_s'])} rows/s, medians of the "
                      f"burst; in CPU time for the same rows {cpu_ratio:.1f}×: {fs['burst_cpu_s']:.1f} s vs "
                      f"{ss['burst_cpu_s']:.1f} s) | {'✓' if ratio >= 5 else '✗'} |")
-        lines.append(f"| issue 6 | … at lower latency (file → committed, paced files, median) | "
+        lines.append(f"| issue 6 | {fs['name']}: … at lower latency (file → committed, paced files, median) | "
                      f"{fs['paced_latency_median']:.2f} s vs {ss['paced_latency_median']:.2f} s | {'✓' if lower else '✗'} |")
     plain = get("sql", "ferry FakeSource → Blackhole")
     sql = get("sql", "ferry FakeSource → Sql → Blackhole")
@@ -834,7 +838,10 @@ def stream_section(rep) -> list:
            "*Burst CPU s* = CPU time of the tool's process tree during the burst; *other load* = cores busy "
            "elsewhere on the machine during the burst. Ferry: `bench/jobs/stream_csv_to_parquet.conf` "
            "(STREAMING, `checkpoint.interval = 1000`, parallelism 2, LocalFile csv → LocalFile parquet, "
-           "Snappy, `is_enable_transaction = true`), `--job-id bench --checkpoint-dir` a fresh directory.\n",
+           "Snappy, `is_enable_transaction = true`), `--job-id bench --checkpoint-dir` a fresh directory; "
+           "*ferry, checkpoint.on-idle* runs it with `-i on_idle=true`: also a checkpoint as soon as both readers "
+           "have read every file they were given (Spark's micro-batch likewise commits when it has read its "
+           "input, whatever the trigger interval).\n",
            "| tool | burst rows/s | min–max | burst s | burst CPU s | other load | burst latency median / max s "
            "| paced latency median / max s | paced first rows s | ready s | peak MB | check | runs |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]

@@ -20,6 +20,10 @@ pub struct EnvConfig {
     pub checkpoint_interval_ms: Option<u64>,
     /// `checkpoint.timeout`, in milliseconds.
     pub checkpoint_timeout_ms: Option<u64>,
+    /// `checkpoint.on-idle`: also checkpoint as soon as every reader has caught up.
+    pub checkpoint_on_idle: Option<bool>,
+    /// `checkpoint.min-pause`, in milliseconds: the least time between two checkpoints.
+    pub checkpoint_min_pause_ms: Option<u64>,
     /// `checkpoint.mode`: `exactly-once` or `at-least-once` (lower case).
     pub checkpoint_mode: Option<String>,
     /// `checkpoint.retained`: how many completed checkpoints to keep.
@@ -40,6 +44,8 @@ impl Default for EnvConfig {
             parallelism: None,
             checkpoint_interval_ms: None,
             checkpoint_timeout_ms: None,
+            checkpoint_on_idle: None,
+            checkpoint_min_pause_ms: None,
             checkpoint_mode: None,
             checkpoint_retained: None,
             retry_times: None,
@@ -57,6 +63,8 @@ pub const KNOWN_ENV_KEYS: &[&str] = &[
     "execution.parallelism",
     "checkpoint.interval",
     "checkpoint.timeout",
+    "checkpoint.on-idle",
+    "checkpoint.min-pause",
     "checkpoint.mode",
     "checkpoint.retained",
     "job.retry.times",
@@ -114,6 +122,8 @@ pub(crate) fn read_env(
     .transpose()?;
     env.checkpoint_interval_ms = opts.u64("checkpoint.interval")?;
     env.checkpoint_timeout_ms = opts.u64("checkpoint.timeout")?;
+    env.checkpoint_on_idle = opts.bool("checkpoint.on-idle")?;
+    env.checkpoint_min_pause_ms = opts.u64("checkpoint.min-pause")?;
     env.checkpoint_mode = opts
         .enum_value("checkpoint.mode", CHECKPOINT_MODES)?
         .map(str::to_string);
@@ -211,6 +221,8 @@ mod tests {
             "job": {"mode": "streaming", "name": "n", "retry": {"times": 3, "interval": {"seconds": "5"}}},
             "execution.parallelism": 4,
             "checkpoint": {"interval": 10000, "timeout": 600000, "mode": "AT-LEAST-ONCE", "retained": 2},
+            "checkpoint.on-idle": "true",
+            "checkpoint.min-pause": 250,
             "spark.executor.memory": "1g",
             "spark": {"master": "local"}
         }))
@@ -224,6 +236,10 @@ mod tests {
         );
         assert_eq!(e.checkpoint_mode.as_deref(), Some("at-least-once"));
         assert_eq!(e.checkpoint_retained, Some(2));
+        assert_eq!(
+            (e.checkpoint_on_idle, e.checkpoint_min_pause_ms),
+            (Some(true), Some(250))
+        );
         assert_eq!((e.retry_times, e.retry_interval_secs), (Some(3), Some(5)));
         assert_eq!(e.extra.get("spark.executor.memory"), Some(&json!("1g")));
         assert_eq!(e.extra.get("spark.master"), Some(&json!("local")));

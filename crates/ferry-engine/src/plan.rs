@@ -46,6 +46,13 @@ pub struct CheckpointSettings {
     pub interval_ms: Option<u64>,
     /// How long a checkpoint may take before it fails.
     pub timeout_ms: u64,
+    /// Also checkpoint as soon as every reader has caught up with its input after rows
+    /// flowed (`checkpoint.on-idle`), so that output is committed without waiting for the
+    /// interval: what a Spark micro-batch does when its reader runs out of input.
+    pub on_idle: bool,
+    /// The least time from the end of one checkpoint to the start of the next periodic or
+    /// on-idle one (`checkpoint.min-pause`); savepoints and the final checkpoint do not wait.
+    pub min_pause: std::time::Duration,
     /// Barrier alignment.
     pub mode: CheckpointMode,
     /// Complete checkpoints kept on disk.
@@ -272,6 +279,8 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
             (None, JobMode::Batch) => None,
         },
         timeout_ms: job.env.checkpoint_timeout_ms.unwrap_or(600_000),
+        on_idle: job.env.checkpoint_on_idle.unwrap_or(false),
+        min_pause: std::time::Duration::from_millis(job.env.checkpoint_min_pause_ms.unwrap_or(0)),
         mode,
         retained: job.env.checkpoint_retained.unwrap_or(3).max(1),
         retry_times: job.env.retry_times.unwrap_or(0),
@@ -406,7 +415,20 @@ impl JobPlan {
             Some(i) => {
                 let _ = writeln!(
                     s,
-                    "checkpoints: every {i} ms, timeout {} ms, mode {:?}",
+                    "checkpoints: every {i} ms{}, timeout {} ms, mode {:?}",
+                    if self.checkpoint.on_idle {
+                        " and when every reader has caught up"
+                    } else {
+                        ""
+                    },
+                    self.checkpoint.timeout_ms,
+                    self.checkpoint.mode
+                );
+            }
+            None if self.checkpoint.on_idle => {
+                let _ = writeln!(
+                    s,
+                    "checkpoints: when every reader has caught up, timeout {} ms, mode {:?}",
                     self.checkpoint.timeout_ms, self.checkpoint.mode
                 );
             }

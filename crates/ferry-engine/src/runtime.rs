@@ -63,6 +63,18 @@ enum Event {
     ReaderFinished {
         source: usize,
         subtask: usize,
+        reader: usize,
+    },
+    /// Reader `reader` has read all it has for now (only with `checkpoint.on-idle`).
+    /// `pending`: it emitted rows after its last barrier, `last_barrier`.
+    ReaderCaughtUp {
+        reader: usize,
+        last_barrier: Option<u64>,
+        pending: bool,
+    },
+    /// Reader `reader`, after catching up, emits rows again.
+    ReaderBusy {
+        reader: usize,
     },
     WriterAck {
         sink: usize,
@@ -283,6 +295,8 @@ fn run_once(
                 cancel: cancel.clone(),
                 source: i,
                 subtask,
+                index: reader_tasks.len(),
+                report_caught_up: plan.checkpoint.on_idle,
                 rows: metrics.source_counter(&node.output),
             });
         }
@@ -347,6 +361,16 @@ fn run_once(
         next_id: restore.as_ref().map(|r| r.id + 1).unwrap_or(1),
         stop,
         cancel: cancel.clone(),
+        first_reader: plan
+            .sources
+            .iter()
+            .scan(0, |n, s| {
+                let first = *n;
+                *n += s.parallelism;
+                Some(first)
+            })
+            .collect(),
+        catch_up: CatchUp::new(total_readers),
     };
     let result = coord.run();
     if result.is_err() {
@@ -445,6 +469,10 @@ struct ReaderTask {
     cancel: Arc<AtomicBool>,
     source: usize,
     subtask: usize,
+    /// Index among all readers of the job.
+    index: usize,
+    /// Whether to tell the coordinator when this reader catches up (`checkpoint.on-idle`).
+    report_caught_up: bool,
     rows: Arc<AtomicU64>,
 }
 
@@ -452,6 +480,11 @@ impl ReaderTask {
     fn run(&mut self) -> Result<()> {
         let mut finished = false;
         let mut idle_for = Duration::ZERO;
+        // For `checkpoint.on-idle`: rows emitted since the last barrier, that barrier, and
+        // whether the coordinator was told this reader caught up (and nothing since).
+        let mut pending = false;
+        let mut last_barrier = None;
+        let mut reported_caught_up = false;
         loop {
             if self.cancel.load(Ordering::Relaxed) {
                 return Ok(());
@@ -473,7 +506,11 @@ impl ReaderTask {
             idle_for = Duration::ZERO;
             if let Some(c) = ctl {
                 match c {
-                    Control::AddSplits(splits) => self.reader.add_splits(splits)?,
+                    Control::AddSplits(splits) => {
+                        // The coordinator counts this reader busy until it reports again.
+                        reported_caught_up = false;
+                        self.reader.add_splits(splits)?
+                    }
                     Control::NoMoreSplits => self.reader.no_more_splits(),
                     Control::Checkpoint(id) => {
                         let splits = self.reader.snapshot(id)?;
@@ -484,6 +521,8 @@ impl ReaderTask {
                             splits,
                         });
                         broadcast(&mut self.routes, &|| Msg::Barrier(id))?;
+                        pending = false;
+                        last_barrier = Some(id);
                     }
                     Control::Complete(id) => self.reader.notify_checkpoint_complete(id)?,
                     Control::EndInput => {
@@ -507,15 +546,36 @@ impl ReaderTask {
                         b.table = name.clone();
                     }
                     emit(&mut self.routes, b)?;
+                    pending = true;
+                    if reported_caught_up {
+                        reported_caught_up = false;
+                        let _ = self.ev.send(Event::ReaderBusy { reader: self.index });
+                    }
                 }
                 ReadStatus::Idle(d) => {
-                    idle_for = d.clamp(Duration::from_millis(1), Duration::from_millis(200))
+                    idle_for = d.clamp(Duration::from_millis(1), Duration::from_millis(200));
+                    if self.report_caught_up && !reported_caught_up {
+                        reported_caught_up = true;
+                        let _ = self.ev.send(Event::ReaderCaughtUp {
+                            reader: self.index,
+                            last_barrier,
+                            pending,
+                        });
+                    }
                 }
                 ReadStatus::Finished => {
                     finished = true;
+                    if self.report_caught_up && pending {
+                        let _ = self.ev.send(Event::ReaderCaughtUp {
+                            reader: self.index,
+                            last_barrier,
+                            pending,
+                        });
+                    }
                     let _ = self.ev.send(Event::ReaderFinished {
                         source: self.source,
                         subtask: self.subtask,
+                        reader: self.index,
                     });
                 }
             }
@@ -660,6 +720,59 @@ struct Coordinator<'a> {
     next_id: u64,
     stop: StopHandle,
     cancel: Arc<AtomicBool>,
+    /// Index among all readers of reader 0 of each source.
+    first_reader: Vec<usize>,
+    catch_up: CatchUp,
+}
+
+/// What `checkpoint.on-idle` triggers on: which readers have caught up with their input,
+/// and which emitted rows that no checkpoint triggered so far covers.
+struct CatchUp {
+    caught_up: Vec<bool>,
+    finished: Vec<bool>,
+    pending: Vec<bool>,
+    last_triggered: Option<u64>,
+}
+
+impl CatchUp {
+    fn new(readers: usize) -> Self {
+        CatchUp {
+            caught_up: vec![false; readers],
+            finished: vec![false; readers],
+            pending: vec![false; readers],
+            last_triggered: None,
+        }
+    }
+
+    /// Reader `r` caught up; rows it emitted after barrier `last_barrier` are pending
+    /// unless a later checkpoint, whose barrier it has yet to emit, covers them.
+    fn caught_up(&mut self, r: usize, last_barrier: Option<u64>, pending: bool) {
+        self.caught_up[r] = true;
+        if pending && last_barrier == self.last_triggered {
+            self.pending[r] = true;
+        }
+    }
+
+    /// Reader `r` emits rows again, or was just given splits.
+    fn busy(&mut self, r: usize) {
+        self.caught_up[r] = false;
+    }
+
+    fn finished(&mut self, r: usize) {
+        self.finished[r] = true;
+    }
+
+    /// Checkpoint `id` was triggered: it covers every row emitted so far.
+    fn triggered(&mut self, id: u64) {
+        self.last_triggered = Some(id);
+        self.pending.fill(false);
+    }
+
+    /// Rows are pending and every reader has caught up (or finished).
+    fn ready(&self) -> bool {
+        self.pending.iter().any(|p| *p)
+            && (0..self.caught_up.len()).all(|r| self.caught_up[r] || self.finished[r])
+    }
 }
 
 /// A checkpoint being collected.
@@ -681,6 +794,10 @@ impl Coordinator<'_> {
         let mut final_id: Option<u64> = None;
         let mut outcome = RunOutcome::Finished;
         let mut last_checkpoint = Instant::now();
+        // When the last checkpoint completed: `checkpoint.min-pause` counts from here.
+        let mut last_completed: Option<Instant> = None;
+        let min_pause = self.plan.checkpoint.min_pause;
+        let on_idle = self.plan.checkpoint.on_idle;
         let mut last_discover = Instant::now() - Duration::from_secs(1);
         let interval = self.plan.checkpoint.interval_ms.map(Duration::from_millis);
         let mut ending = false;
@@ -706,6 +823,7 @@ impl Coordinator<'_> {
                             .push(s);
                     }
                     for (r, splits) in per_reader {
+                        self.catch_up.busy(self.first_reader[i] + r);
                         let _ = self.controls[i][r].send(Control::AddSplits(splits));
                     }
                     if e.is_exhausted() {
@@ -716,13 +834,17 @@ impl Coordinator<'_> {
                     }
                 }
             }
-            // Start a checkpoint: periodic, a savepoint, or the final one of a bounded job.
+            // Start a checkpoint: periodic, on idle, a savepoint, or the final one of a
+            // bounded job.
             if inflight.is_none() && final_id.is_none() {
                 let all_finished = finished_readers == self.total_readers;
                 let savepoint = self.stop.savepoint_requested();
-                let periodic = interval.is_some_and(|i| last_checkpoint.elapsed() >= i);
-                if all_finished || savepoint || periodic {
+                let paused = last_completed.is_none_or(|t| t.elapsed() >= min_pause);
+                let periodic = paused && interval.is_some_and(|i| last_checkpoint.elapsed() >= i);
+                let idle = paused && on_idle && self.catch_up.ready();
+                if all_finished || savepoint || periodic || idle {
                     let id = self.trigger()?;
+                    self.catch_up.triggered(id);
                     if all_finished || savepoint {
                         final_id = Some(id);
                         if savepoint && !all_finished {
@@ -744,10 +866,14 @@ impl Coordinator<'_> {
                     ));
                 }
             }
-            // Wake up in time for the next periodic checkpoint.
+            // Wake up in time for the next periodic checkpoint (and the end of a min-pause).
             let wait = interval
                 .map(|i| i.saturating_sub(last_checkpoint.elapsed()))
                 .unwrap_or(Duration::from_millis(50))
+                .max(
+                    last_completed
+                        .map_or(Duration::ZERO, |t| min_pause.saturating_sub(t.elapsed())),
+                )
                 .clamp(Duration::from_millis(1), Duration::from_millis(50));
             let ev = match self.ev_rx.recv_timeout(wait) {
                 Ok(ev) => ev,
@@ -761,10 +887,21 @@ impl Coordinator<'_> {
             match ev {
                 Event::Failed(FerryError::Cancelled) if self.cancel.load(Ordering::SeqCst) => {}
                 Event::Failed(e) => return Err(e),
-                Event::ReaderFinished { source, subtask } => {
+                Event::ReaderFinished {
+                    source,
+                    subtask,
+                    reader,
+                } => {
                     tracing::debug!(source = %self.plan.sources[source].plugin, subtask, "reader finished");
                     finished_readers += 1;
+                    self.catch_up.finished(reader);
                 }
+                Event::ReaderCaughtUp {
+                    reader,
+                    last_barrier,
+                    pending,
+                } => self.catch_up.caught_up(reader, last_barrier, pending),
+                Event::ReaderBusy { reader } => self.catch_up.busy(reader),
                 Event::ReaderSnapshot {
                     source,
                     subtask,
@@ -807,6 +944,7 @@ impl Coordinator<'_> {
             {
                 if let Some(f) = inflight.take() {
                     self.complete(f)?;
+                    last_completed = Some(Instant::now());
                 }
                 if final_id.is_some() && !ending {
                     ending = true;
@@ -890,5 +1028,41 @@ impl Coordinator<'_> {
             "checkpoint complete"
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod catch_up_tests {
+    use super::CatchUp;
+
+    #[test]
+    fn ready_once_every_reader_caught_up_with_rows_no_checkpoint_covers() {
+        let mut c = CatchUp::new(2);
+        c.caught_up(0, None, true);
+        assert!(!c.ready(), "reader 1 has not caught up");
+        c.caught_up(1, None, false);
+        assert!(c.ready());
+        c.busy(1);
+        assert!(!c.ready(), "reader 1 got new splits");
+        c.finished(1);
+        assert!(c.ready(), "a finished reader counts as caught up");
+        c.triggered(7);
+        assert!(!c.ready(), "checkpoint 7 covers the rows");
+    }
+
+    #[test]
+    fn rows_before_a_barrier_not_yet_emitted_are_covered_by_its_checkpoint() {
+        let mut c = CatchUp::new(1);
+        c.triggered(3);
+        // Caught up before it saw checkpoint 3: its rows go into checkpoint 3.
+        c.caught_up(0, Some(2), true);
+        assert!(!c.ready());
+        // Rows after barrier 3 need a new checkpoint.
+        c.caught_up(0, Some(3), true);
+        assert!(c.ready());
+        c.caught_up(0, Some(3), false);
+        c.triggered(4);
+        c.caught_up(0, Some(4), false);
+        assert!(!c.ready(), "nothing emitted since barrier 4");
     }
 }

@@ -359,6 +359,43 @@ fn a_savepoint_then_a_restore_gives_every_row_once() {
 }
 
 #[test]
+fn on_idle_checkpoints_publish_once_the_readers_catch_up_and_not_again_while_idle() {
+    let sink = Collect::default();
+    // The interval alone would publish nothing for a minute.
+    let p = plan("env { job.mode = STREAMING, parallelism = 2, checkpoint.interval = 60000, checkpoint.on-idle = true }\nsource { Numbers { rows = 400, splits = 4 } }\nsink { Collect {} }", &sink);
+    let mut store = MemoryStore::default();
+    let stop = StopHandle::default();
+    let s2 = stop.clone();
+    let (published, commits) = (sink.published.clone(), sink.commits.clone());
+    let t = std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        while published.lock().unwrap().len() < 400 && start.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let took = start.elapsed();
+        let checkpoints = commits.lock().unwrap().len();
+        std::thread::sleep(Duration::from_millis(300));
+        let later = commits.lock().unwrap().len();
+        s2.request_savepoint();
+        (took, checkpoints, later)
+    });
+    let out = run(
+        &p,
+        &mut store,
+        stop,
+        Arc::new(Metrics::default()),
+        0,
+        Duration::ZERO,
+    )
+    .unwrap();
+    let (took, checkpoints, later) = t.join().unwrap();
+    assert_eq!(out, RunOutcome::Savepoint);
+    assert!(took < Duration::from_secs(10), "published after {took:?}");
+    assert_eq!(checkpoints, later, "no checkpoint while nothing is pending");
+    assert_eq!(sorted(&sink.published), (0..400).collect::<Vec<_>>());
+}
+
+#[test]
 fn a_failing_reader_fails_the_job_with_its_error_and_nothing_hangs() {
     let sink = Collect::default();
     let p = plan("env { parallelism = 2 }\nsource { Numbers { rows = 1000, splits = 4, fail_at = 333 } }\nsink { Collect {} }", &sink);
