@@ -184,3 +184,55 @@ fn a_changed_job_file_resumes_when_its_state_fits_and_is_refused_otherwise() {
         "{err}"
     );
 }
+
+/// `checkpoint.on-idle`: each file that arrives in the watched directory is committed once
+/// it has been read, long before the one-minute interval would commit it.
+#[test]
+fn on_idle_checkpoints_commit_each_arriving_file_without_waiting_for_the_interval() {
+    let root = tempfile::tempdir().unwrap();
+    let (input, output) = (root.path().join("in"), root.path().join("out"));
+    std::fs::create_dir_all(&input).unwrap();
+    let job = root.path().join("j.conf");
+    std::fs::write(
+        &job,
+        format!(
+            "env {{ job.mode = STREAMING, parallelism = 2, checkpoint.interval = 60000, checkpoint.on-idle = true }}\n\
+             source {{ LocalFile {{ plugin_output = f, path = \"{}\", file_format_type = csv, schema = {{ fields {{ id = int, name = string }} }} }} }}\n\
+             sink {{ LocalFile {{ plugin_input = f, path = \"{}\", file_format_type = csv, is_enable_transaction = true }} }}\n",
+            input.display(),
+            output.display()
+        ),
+    )
+    .unwrap();
+    let ckpt = root.path().join("ck");
+    let mut child = start(&job, "idle", &ckpt);
+    wait_running("idle", &ckpt, "local", Duration::from_secs(30));
+    let ids = |dir: &Path| -> Vec<u32> {
+        let mut v: Vec<u32> = visible_lines(dir)
+            .iter()
+            .filter_map(|l| l.split(',').next()?.parse().ok())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    for k in 0..2u32 {
+        // Arrive whole: written under a hidden name, then renamed into view.
+        let text: String = (k * 100..(k + 1) * 100)
+            .map(|i| format!("{i},n{i}\n"))
+            .collect();
+        let hidden = input.join(format!(".f{k}.csv"));
+        std::fs::write(&hidden, text).unwrap();
+        std::fs::rename(&hidden, input.join(format!("f{k}.csv"))).unwrap();
+        let want: Vec<u32> = (0..(k + 1) * 100).collect();
+        assert!(
+            eventually(Duration::from_secs(20), || ids(&output) == want),
+            "file {k} not committed within 20 s: {} rows visible",
+            ids(&output).len()
+        );
+    }
+    request_savepoint("idle", &ckpt);
+    let status = wait_for(&mut child, Duration::from_secs(60), "on-idle job");
+    let err = stderr_of(child);
+    assert!(status.success(), "{err}");
+    assert_eq!(ids(&output), (0..200).collect::<Vec<u32>>(), "{err}");
+}

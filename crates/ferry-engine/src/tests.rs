@@ -396,6 +396,32 @@ fn on_idle_checkpoints_publish_once_the_readers_catch_up_and_not_again_while_idl
 }
 
 #[test]
+fn min_pause_keeps_checkpoints_apart_however_short_the_interval() {
+    let sink = Collect::default();
+    let p = plan("env { job.mode = STREAMING, checkpoint.interval = 5, checkpoint.min-pause = 250 }\nsource { Numbers { rows = 100000, splits = 2 } }\nsink { Collect {} }", &sink);
+    let mut store = MemoryStore::default();
+    let stop = StopHandle::default();
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1000));
+        s2.request_savepoint();
+    });
+    run(
+        &p,
+        &mut store,
+        stop,
+        Arc::new(Metrics::default()),
+        0,
+        Duration::ZERO,
+    )
+    .unwrap();
+    t.join().unwrap();
+    // Every 5 ms would be about 200; 250 ms apart at most 4 in a second, plus the savepoint.
+    let n = sink.commits.lock().unwrap().len();
+    assert!((2..=6).contains(&n), "{n} checkpoints in about a second");
+}
+
+#[test]
 fn a_failing_reader_fails_the_job_with_its_error_and_nothing_hangs() {
     let sink = Collect::default();
     let p = plan("env { parallelism = 2 }\nsource { Numbers { rows = 1000, splits = 4, fail_at = 333 } }\nsink { Collect {} }", &sink);
