@@ -255,6 +255,18 @@ fn plan(text: &str, sink: &Collect) -> crate::JobPlan {
     build_plan(job, &registry, &PlanOptions::default()).expect("plan builds")
 }
 
+/// Runs plan `p` without in-process retries until it ends or `stop` stops it.
+fn run_job(p: &crate::JobPlan, store: &mut MemoryStore, stop: StopHandle) -> Result<RunOutcome> {
+    run(
+        p,
+        store,
+        stop,
+        Arc::new(Metrics::default()),
+        0,
+        Duration::ZERO,
+    )
+}
+
 fn sorted(v: &Arc<Mutex<Vec<i64>>>) -> Vec<i64> {
     let mut v = v.lock().unwrap().clone();
     v.sort_unstable();
@@ -266,15 +278,7 @@ fn a_bounded_job_delivers_every_row_once_through_the_final_checkpoint() {
     let sink = Collect::default();
     let p = plan("env { parallelism = 3 }\nsource { Numbers { rows = 400, splits = 8 } }\nsink { Collect {} }", &sink);
     let mut store = MemoryStore::default();
-    let out = run(
-        &p,
-        &mut store,
-        StopHandle::default(),
-        Arc::new(Metrics::default()),
-        0,
-        Duration::ZERO,
-    )
-    .unwrap();
+    let out = run_job(&p, &mut store, StopHandle::default()).unwrap();
     assert_eq!(out, RunOutcome::Finished);
     assert_eq!(sorted(&sink.published), (0..400).collect::<Vec<_>>());
 }
@@ -287,15 +291,7 @@ fn periodic_checkpoints_with_several_readers_and_writers_publish_each_row_once()
         &sink,
     );
     let mut store = MemoryStore::default();
-    run(
-        &p,
-        &mut store,
-        StopHandle::default(),
-        Arc::new(Metrics::default()),
-        0,
-        Duration::ZERO,
-    )
-    .unwrap();
+    run_job(&p, &mut store, StopHandle::default()).unwrap();
     assert!(
         sink.commits.lock().unwrap().len() > 2,
         "several checkpoints were taken"
@@ -316,15 +312,7 @@ fn a_savepoint_then_a_restore_gives_every_row_once() {
         s2.request_savepoint();
     });
     assert_eq!(
-        run(
-            &p,
-            &mut store,
-            stop,
-            Arc::new(Metrics::default()),
-            0,
-            Duration::ZERO
-        )
-        .unwrap(),
+        run_job(&p, &mut store, stop).unwrap(),
         RunOutcome::Savepoint
     );
     t.join().unwrap();
@@ -345,15 +333,7 @@ fn a_savepoint_then_a_restore_gives_every_row_once() {
         }
         s2.request_savepoint();
     });
-    run(
-        &p,
-        &mut store,
-        stop,
-        Arc::new(Metrics::default()),
-        0,
-        Duration::ZERO,
-    )
-    .unwrap();
+    run_job(&p, &mut store, stop).unwrap();
     t.join().unwrap();
     assert_eq!(sorted(&sink.published), (0..4000).collect::<Vec<_>>());
 }
@@ -379,15 +359,7 @@ fn on_idle_checkpoints_publish_once_the_readers_catch_up_and_not_again_while_idl
         s2.request_savepoint();
         (took, checkpoints, later)
     });
-    let out = run(
-        &p,
-        &mut store,
-        stop,
-        Arc::new(Metrics::default()),
-        0,
-        Duration::ZERO,
-    )
-    .unwrap();
+    let out = run_job(&p, &mut store, stop).unwrap();
     let (took, checkpoints, later) = t.join().unwrap();
     assert_eq!(out, RunOutcome::Savepoint);
     assert!(took < Duration::from_secs(10), "published after {took:?}");
@@ -406,15 +378,7 @@ fn min_pause_keeps_checkpoints_apart_however_short_the_interval() {
         std::thread::sleep(Duration::from_millis(1000));
         s2.request_savepoint();
     });
-    run(
-        &p,
-        &mut store,
-        stop,
-        Arc::new(Metrics::default()),
-        0,
-        Duration::ZERO,
-    )
-    .unwrap();
+    run_job(&p, &mut store, stop).unwrap();
     t.join().unwrap();
     // Every 5 ms would be about 200; 250 ms apart at most 4 in a second, plus the savepoint.
     let n = sink.commits.lock().unwrap().len();
@@ -426,15 +390,7 @@ fn a_failing_reader_fails_the_job_with_its_error_and_nothing_hangs() {
     let sink = Collect::default();
     let p = plan("env { parallelism = 2 }\nsource { Numbers { rows = 1000, splits = 4, fail_at = 333 } }\nsink { Collect {} }", &sink);
     let mut store = MemoryStore::default();
-    let e = run(
-        &p,
-        &mut store,
-        StopHandle::default(),
-        Arc::new(Metrics::default()),
-        0,
-        Duration::ZERO,
-    )
-    .unwrap_err();
+    let e = run_job(&p, &mut store, StopHandle::default()).unwrap_err();
     assert_eq!(e.to_string(), "Numbers: cannot read row 333");
 }
 
