@@ -378,11 +378,15 @@ fn min_pause_keeps_checkpoints_apart_however_short_the_interval() {
         std::thread::sleep(Duration::from_millis(1000));
         s2.request_savepoint();
     });
+    let start = std::time::Instant::now();
     run_job(&p, &mut store, stop).unwrap();
+    let ran = start.elapsed();
     t.join().unwrap();
-    // Every 5 ms would be about 200; 250 ms apart at most 4 in a second, plus the savepoint.
-    let n = sink.commits.lock().unwrap().len();
-    assert!((2..=6).contains(&n), "{n} checkpoints in about a second");
+    // Every 5 ms would be about 200 a second; 250 ms apart, one per 250 ms of the run at
+    // most (however late the savepoint came on a loaded machine), plus the savepoint.
+    let n = sink.commits.lock().unwrap().len() as u128;
+    let most = ran.as_millis() / 250 + 2;
+    assert!((2..=most).contains(&n), "{n} checkpoints in {ran:?}");
 }
 
 #[test]
