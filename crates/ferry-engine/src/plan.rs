@@ -411,24 +411,17 @@ impl JobPlan {
         let mode = mode_name(self.job.mode);
         let _ = writeln!(s, "job '{}' ({mode})", self.job.job_name);
         let _ = writeln!(s, "delivery: {}", self.delivery);
-        match self.checkpoint.interval_ms {
-            Some(i) => {
+        let when = match (self.checkpoint.interval_ms, self.checkpoint.on_idle) {
+            (Some(i), false) => Some(format!("every {i} ms")),
+            (Some(i), true) => Some(format!("every {i} ms and when every reader has caught up")),
+            (None, true) => Some("when every reader has caught up".to_string()),
+            (None, false) => None,
+        };
+        match when {
+            Some(when) => {
                 let _ = writeln!(
                     s,
-                    "checkpoints: every {i} ms{}, timeout {} ms, mode {:?}",
-                    if self.checkpoint.on_idle {
-                        " and when every reader has caught up"
-                    } else {
-                        ""
-                    },
-                    self.checkpoint.timeout_ms,
-                    self.checkpoint.mode
-                );
-            }
-            None if self.checkpoint.on_idle => {
-                let _ = writeln!(
-                    s,
-                    "checkpoints: when every reader has caught up, timeout {} ms, mode {:?}",
+                    "checkpoints: {when}, timeout {} ms, mode {:?}",
                     self.checkpoint.timeout_ms, self.checkpoint.mode
                 );
             }

@@ -556,21 +556,13 @@ impl ReaderTask {
                     idle_for = d.clamp(Duration::from_millis(1), Duration::from_millis(200));
                     if self.report_caught_up && !reported_caught_up {
                         reported_caught_up = true;
-                        let _ = self.ev.send(Event::ReaderCaughtUp {
-                            reader: self.index,
-                            last_barrier,
-                            pending,
-                        });
+                        self.tell_caught_up(last_barrier, pending);
                     }
                 }
                 ReadStatus::Finished => {
                     finished = true;
                     if self.report_caught_up && pending {
-                        let _ = self.ev.send(Event::ReaderCaughtUp {
-                            reader: self.index,
-                            last_barrier,
-                            pending,
-                        });
+                        self.tell_caught_up(last_barrier, pending);
                     }
                     let _ = self.ev.send(Event::ReaderFinished {
                         source: self.source,
@@ -580,6 +572,15 @@ impl ReaderTask {
                 }
             }
         }
+    }
+
+    /// Tells the coordinator this reader has read all it has for now (`checkpoint.on-idle`).
+    fn tell_caught_up(&self, last_barrier: Option<u64>, pending: bool) {
+        let _ = self.ev.send(Event::ReaderCaughtUp {
+            reader: self.index,
+            last_barrier,
+            pending,
+        });
     }
 }
 
@@ -729,7 +730,6 @@ struct Coordinator<'a> {
 /// and which emitted rows that no checkpoint triggered so far covers.
 struct CatchUp {
     caught_up: Vec<bool>,
-    finished: Vec<bool>,
     pending: Vec<bool>,
     last_triggered: Option<u64>,
 }
@@ -738,7 +738,6 @@ impl CatchUp {
     fn new(readers: usize) -> Self {
         CatchUp {
             caught_up: vec![false; readers],
-            finished: vec![false; readers],
             pending: vec![false; readers],
             last_triggered: None,
         }
@@ -758,8 +757,10 @@ impl CatchUp {
         self.caught_up[r] = false;
     }
 
+    /// Reader `r` ended: caught up for good (a reader ends only after its source's last
+    /// split was assigned, so it is never given splits again).
     fn finished(&mut self, r: usize) {
-        self.finished[r] = true;
+        self.caught_up[r] = true;
     }
 
     /// Checkpoint `id` was triggered: it covers every row emitted so far.
@@ -770,8 +771,7 @@ impl CatchUp {
 
     /// Rows are pending and every reader has caught up (or finished).
     fn ready(&self) -> bool {
-        self.pending.iter().any(|p| *p)
-            && (0..self.caught_up.len()).all(|r| self.caught_up[r] || self.finished[r])
+        self.pending.iter().any(|p| *p) && self.caught_up.iter().all(|c| *c)
     }
 }
 
