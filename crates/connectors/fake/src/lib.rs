@@ -118,4 +118,6 @@ impl SourceFactory for FakeSourceFactory {
 }
 
 #[cfg(test)]
+mod protocol_tests;
+#[cfg(test)]
 mod tests;

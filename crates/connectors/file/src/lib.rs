@@ -20,4 +20,6 @@ pub use sink::{LocalFileSink, LocalFileSinkFactory, SINK_OPTIONS};
 pub use source::{LocalFileSource, LocalFileSourceFactory, SOURCE_OPTIONS};
 
 #[cfg(test)]
+mod protocol_tests;
+#[cfg(test)]
 mod tests;
