@@ -15,9 +15,8 @@
 //! - Protocol checks built on them: [`check_source_restore`] (rows before a snapshot plus
 //!   rows after restoring it are the whole input, none lost, none repeated),
 //!   [`check_source_replay`] (restoring the same snapshot twice reads the same rows) and
-//!   [`check_sink_exactly_once`] / [`check_sink_at_least_once`] (a crash between prepare
-//!   and commit, and one before any prepare, lose nothing and, for an exactly-once sink,
-//!   repeat nothing).
+//!   [`check_sink`] (a crash between prepare and commit, and one before any prepare, lose
+//!   nothing and, for an exactly-once sink, repeat nothing).
 //!
 //! Rows are compared as [`rows`]: one text per row (table, row kind, values as JSON),
 //! sorted, so that the order in which readers or writers interleave does not matter.
@@ -43,7 +42,7 @@ use ferry_api::value::{array_value_to_json, RowStyle};
 use ferry_api::{ChangeBatch, FerryError, JobContext, JobMode, Result};
 use serde_json::{Map, Value};
 
-pub use sink::{check_sink_at_least_once, check_sink_exactly_once, SinkCheckpoint, SinkDriver};
+pub use sink::{check_sink, SinkCheckpoint, SinkDriver};
 pub use source::{
     check_source_replay, check_source_restore, read_all, SourceDriver, SourceSnapshot,
 };

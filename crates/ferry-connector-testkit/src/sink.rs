@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ferry_api::{
-    ChangeBatch, FerryError, JobContext, Result, Sink, SinkCommitter, SinkWriter, WriterContext,
+    ChangeBatch, FerryError, JobContext, Result, Sink, SinkCommitter, SinkDelivery, SinkWriter,
+    WriterContext,
 };
 use serde_json::Value;
 
@@ -207,12 +208,6 @@ fn quarters(input: &[ChangeBatch]) -> [Vec<ChangeBatch>; 4] {
     parts
 }
 
-/// How a sink's output is checked against its input in the protocol checks.
-enum Expect {
-    ExactlyOnce,
-    AtLeastOnce,
-}
-
 /// The crash scenario both checks run. `make_sink` creates the sink as a restarted job
 /// would (called once per run); `read_back` returns every row visible in the sink's
 /// target now. The input is written in four parts A B C D:
@@ -230,15 +225,15 @@ fn crash_scenario(
     job: &JobContext,
     input: &[ChangeBatch],
     read_back: &dyn Fn() -> Result<Vec<ChangeBatch>>,
-    expect: Expect,
+    expect: SinkDelivery,
 ) -> Result<()> {
     let [a, b, c, d] = quarters(input);
     let check = |what: &str, expected: Vec<&Vec<ChangeBatch>>| -> Result<()> {
         let want = rows(&expected.into_iter().flatten().cloned().collect::<Vec<_>>());
         let got = rows(&read_back()?);
         match expect {
-            Expect::ExactlyOnce => ensure_same_rows(what, &want, &got),
-            Expect::AtLeastOnce => {
+            SinkDelivery::ExactlyOnce => ensure_same_rows(what, &want, &got),
+            SinkDelivery::AtLeastOnce => {
                 let mut distinct = got.clone();
                 distinct.dedup();
                 // Every wanted row must be there at least once.
@@ -280,7 +275,7 @@ fn crash_scenario(
     )?;
     run.write_all(&c)?;
     run.crash();
-    if matches!(expect, Expect::ExactlyOnce) {
+    if matches!(expect, SinkDelivery::ExactlyOnce) {
         check(
             "after a crash lost rows that no checkpoint held",
             vec![&a, &b],
@@ -296,42 +291,18 @@ fn crash_scenario(
     check("at the end", vec![&a, &b, &c, &d])
 }
 
-/// Proves that a sink that claims exactly-once delivery gives it: through the crashes of
-/// the scenario above (a crash after publishing, one between storing and publishing, one
-/// before any prepare, and an abort), every input row ends up in the target exactly once,
-/// and rows that no checkpoint held are never visible.
-pub fn check_sink_exactly_once(
+/// Proves that a sink keeps its promise through the crashes of the scenario above (a
+/// crash after publishing, one between storing and publishing, one before any prepare,
+/// and an abort). With [`SinkDelivery::ExactlyOnce`] every input row ends up in the target
+/// exactly once and rows that no checkpoint held are never visible; with
+/// [`SinkDelivery::AtLeastOnce`] every input row ends up there at least once.
+pub fn check_sink(
+    delivery: SinkDelivery,
     make_sink: &dyn Fn() -> Result<Arc<dyn Sink>>,
     parallelism: usize,
     job: JobContext,
     input: &[ChangeBatch],
     read_back: &dyn Fn() -> Result<Vec<ChangeBatch>>,
 ) -> Result<()> {
-    crash_scenario(
-        make_sink,
-        parallelism,
-        &job,
-        input,
-        read_back,
-        Expect::ExactlyOnce,
-    )
-}
-
-/// Proves that a sink loses nothing through the same crashes: every input row ends up in
-/// the target at least once.
-pub fn check_sink_at_least_once(
-    make_sink: &dyn Fn() -> Result<Arc<dyn Sink>>,
-    parallelism: usize,
-    job: JobContext,
-    input: &[ChangeBatch],
-    read_back: &dyn Fn() -> Result<Vec<ChangeBatch>>,
-) -> Result<()> {
-    crash_scenario(
-        make_sink,
-        parallelism,
-        &job,
-        input,
-        read_back,
-        Expect::AtLeastOnce,
-    )
+    crash_scenario(make_sink, parallelism, &job, input, read_back, delivery)
 }

@@ -158,27 +158,17 @@ impl SourceDriver {
 
     /// Steps until every reader has finished (a bounded source read to its end).
     pub fn run_to_end(&mut self) -> Result<()> {
-        let start = Instant::now();
-        while !self.is_finished() {
-            self.step()?;
-            if start.elapsed() > PATIENCE {
-                return Err(FerryError::internal(format!(
-                    "the source did not finish within {PATIENCE:?} ({} rows read)",
-                    self.rows_read()
-                )));
-            }
-        }
-        Ok(())
+        self.run_until(usize::MAX)
     }
 
-    /// Steps until at least `rows` rows were read in all (or the source finished).
+    /// Steps until at least `rows` rows were read in all, or the source finished.
     pub fn run_until(&mut self, rows: usize) -> Result<()> {
         let start = Instant::now();
         while self.rows_read() < rows && !self.is_finished() {
             self.step()?;
             if start.elapsed() > PATIENCE {
                 return Err(FerryError::internal(format!(
-                    "the source read {} of {rows} rows within {PATIENCE:?}",
+                    "the source neither finished nor read {rows} rows within {PATIENCE:?} ({} read)",
                     self.rows_read()
                 )));
             }

@@ -296,11 +296,12 @@ fn check_memory(fault: Fault, exactly_once: bool) -> Result<()> {
         }))
     };
     let read_back = || Ok(vec![batch(table.lock().unwrap().ids.clone())]);
-    if exactly_once {
-        check_sink_exactly_once(&make, 2, job(JobMode::Batch), &input, &read_back)
+    let delivery = if exactly_once {
+        SinkDelivery::ExactlyOnce
     } else {
-        check_sink_at_least_once(&make, 2, job(JobMode::Batch), &input, &read_back)
-    }
+        SinkDelivery::AtLeastOnce
+    };
+    check_sink(delivery, &make, 2, job(JobMode::Batch), &input, &read_back)
 }
 
 #[test]
@@ -338,7 +339,15 @@ fn duplicates_pass_the_at_least_once_check_and_losses_do_not() {
         ids.pop();
         Ok(vec![batch(ids)])
     };
-    let e = check_sink_at_least_once(&make, 1, job(JobMode::Batch), &input, &lossy).unwrap_err();
+    let e = check_sink(
+        SinkDelivery::AtLeastOnce,
+        &make,
+        1,
+        job(JobMode::Batch),
+        &input,
+        &lossy,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("rows lost"), "{e}");
 }
 

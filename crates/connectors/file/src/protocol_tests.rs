@@ -8,11 +8,11 @@ use std::sync::Arc;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use ferry_api::{
-    ChangeBatch, JobMode, Options, Result, Sink, SinkFactory, SourceFactory, TableSchema,
+    ChangeBatch, JobMode, Options, Result, Sink, SinkDelivery, SinkFactory, SourceFactory,
+    TableSchema,
 };
 use ferry_connector_testkit::{
-    check_sink_at_least_once, check_sink_exactly_once, check_source_replay, check_source_restore,
-    job, read_all,
+    check_sink, check_source_replay, check_source_restore, job, read_all,
 };
 use serde_json::{json, Value};
 
@@ -117,8 +117,11 @@ fn transactional_sink_holds_every_row_once_through_crashes() {
     for parallelism in [1, 3] {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        check_sink_exactly_once(
-            &|| sink(&out, &table, json!({})),
+        let make = || sink(&out, &table, json!({}));
+        assert_eq!(make().unwrap().delivery(), SinkDelivery::ExactlyOnce);
+        check_sink(
+            SinkDelivery::ExactlyOnce,
+            &make,
             parallelism,
             job(JobMode::Batch),
             &batches,
@@ -133,8 +136,11 @@ fn sink_without_transactions_loses_nothing_through_crashes() {
     let (table, batches) = input();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    check_sink_at_least_once(
-        &|| sink(&out, &table, json!({"is_enable_transaction": false})),
+    let make = || sink(&out, &table, json!({"is_enable_transaction": false}));
+    assert_eq!(make().unwrap().delivery(), SinkDelivery::AtLeastOnce);
+    check_sink(
+        SinkDelivery::AtLeastOnce,
+        &make,
         2,
         job(JobMode::Batch),
         &batches,

@@ -67,29 +67,8 @@ fn read_all(opts: Value) -> ferry_api::Result<(Arc<Schema>, Vec<RecordBatch>)> {
     let mut o = Options::from_json("LocalFile", opts);
     let src = LocalFileSourceFactory.create(&mut o, &job(JobMode::Batch))?;
     let schema = src.tables()[0].schema.clone();
-    let ctx = EnumeratorContext {
-        parallelism: 1,
-        job: job(JobMode::Batch),
-    };
-    let mut en = src.create_enumerator(&ctx, None)?;
-    let splits: Vec<Split> = en.discover()?.into_iter().map(|(_, s)| s).collect();
-    assert!(en.is_exhausted());
-    let mut r = src.create_reader(&ReaderContext {
-        subtask: 0,
-        parallelism: 1,
-        job: job(JobMode::Batch),
-    })?;
-    r.add_splits(splits)?;
-    r.no_more_splits();
-    let mut out = Vec::new();
-    loop {
-        match r.poll_next()? {
-            ReadStatus::Batch(b) => out.push(b.data),
-            ReadStatus::Finished => break,
-            ReadStatus::Idle(_) => panic!("a bounded reader with all its splits idled"),
-        }
-    }
-    Ok((schema, out))
+    let batches = ferry_connector_testkit::read_all(&src, 1, job(JobMode::Batch))?;
+    Ok((schema, batches.into_iter().map(|b| b.data).collect()))
 }
 
 fn rows(batches: &[RecordBatch]) -> usize {
