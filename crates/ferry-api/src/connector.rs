@@ -4,7 +4,10 @@
 //! # Checkpoints
 //! Every method here runs on one thread at a time and may block, but only briefly
 //! (a reader's [`SourceReader::poll_next`] should return within ~100 ms even when no data
-//! is available), so that checkpoint barriers and cancellation are never held up.
+//! is available), so that checkpoint barriers and cancellation are never held up. A
+//! plugin that waits on the network does so in a task on the process's I/O runtime
+//! ([`crate::io`]) and hands its results to the reader through a queue, with a readiness
+//! signal that wakes the reader when data arrives.
 //!
 //! A checkpoint `N` proceeds so:
 //! 1. the enumerator is snapshotted ([`SplitEnumerator::snapshot`]);
@@ -178,6 +181,10 @@ pub enum ReadStatus {
     Finished,
 }
 
+/// The longest an engine waits before polling an idle reader that offers a
+/// [`SourceReader::readiness`] signal; a reader that forgets to raise it is still polled.
+pub const MAX_IDLE_WITH_READINESS: Duration = Duration::from_secs(5);
+
 /// Reads the splits assigned to it. One per subtask; runs on one thread.
 pub trait SourceReader: Send {
     /// New splits to read (fresh, or restored with their progress).
@@ -186,6 +193,14 @@ pub trait SourceReader: Send {
     fn no_more_splits(&mut self);
     /// The next batch, or why there is none. Must return within ~100 ms.
     fn poll_next(&mut self) -> Result<ReadStatus>;
+    /// A signal raised when data may have become available (see [`crate::io`]). A reader
+    /// that offers one is not polled again after [`ReadStatus::Idle`] until the signal is
+    /// raised, a control message (a split, a checkpoint) arrives, or its idle time (up to
+    /// [`MAX_IDLE_WITH_READINESS`]) passes; one that offers none is polled again after at
+    /// most 200 ms. Asked once, after the reader is created.
+    fn readiness(&self) -> Option<crate::io::Readiness> {
+        None
+    }
     /// The state of every split it owns, covering exactly the rows returned so far.
     fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<Split>>;
     /// Checkpoint `checkpoint_id` is durable and committed (acknowledge upstream here).

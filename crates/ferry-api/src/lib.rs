@@ -12,6 +12,8 @@
 //!   transform traits, shaped after SeaTunnel's connector API v2 and built for
 //!   checkpoints from the start.
 //! - [`registry`]: the table of factories the binary fills in, one line per connector.
+//! - [`io`]: the process's asynchronous I/O runtime and the queue with a wake-up signal
+//!   that lets a reader built on it hand batches to the engine without polling.
 //!
 //! The engines (embedded and Spark) depend on this crate only; no engine knows any
 //! connector by name.
@@ -19,6 +21,7 @@
 pub mod connector;
 pub mod data;
 pub mod error;
+pub mod io;
 pub mod options;
 pub mod registry;
 pub mod types;

@@ -25,6 +25,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use ferry_api::{
     ChangeBatch, EnumeratorContext, FerryError, ReadStatus, ReaderContext, Result, SinkCommitter,
     SourceReader, Split, SplitEnumerator, TransformInstance, WriterContext,
+    MAX_IDLE_WITH_READINESS,
 };
 use serde_json::Value;
 
@@ -287,6 +288,7 @@ fn run_once(
             let reader = node.source.create_reader(&rctx)?;
             let routes = build_routes(plan, &node.output, subtask, &sink_txs, &mut sender_ids)?;
             reader_tasks.push(ReaderTask {
+                readiness: reader.readiness(),
                 reader,
                 routes,
                 rename: node.rename.clone(),
@@ -460,8 +462,20 @@ fn build_routes(
     Ok(routes)
 }
 
+/// What a reader's wait between polls ended with.
+enum Wait {
+    /// A message from the coordinator.
+    Control(Control),
+    /// The time passed, or the reader signalled that data may be ready.
+    Quiet,
+    /// The coordinator is gone: the run is over.
+    Disconnected,
+}
+
 struct ReaderTask {
     reader: Box<dyn SourceReader>,
+    /// The reader's signal that data may be ready, if it offers one.
+    readiness: Option<ferry_api::io::Readiness>,
     routes: Vec<Route>,
     rename: Option<Arc<str>>,
     ctl: Receiver<Control>,
@@ -491,14 +505,15 @@ impl ReaderTask {
             }
             // Control first: a barrier goes out between two polls, after every row already emitted.
             let ctl = if finished || !idle_for.is_zero() {
-                match self.ctl.recv_timeout(if finished {
+                let timeout = if finished {
                     Duration::from_millis(100)
                 } else {
                     idle_for
-                }) {
-                    Ok(c) => Some(c),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                };
+                match self.wait(timeout, finished) {
+                    Wait::Control(c) => Some(c),
+                    Wait::Quiet => None,
+                    Wait::Disconnected => return Ok(()),
                 }
             } else {
                 self.ctl.try_recv().ok()
@@ -553,7 +568,13 @@ impl ReaderTask {
                     }
                 }
                 ReadStatus::Idle(d) => {
-                    idle_for = d.clamp(Duration::from_millis(1), Duration::from_millis(200));
+                    // A reader that signals readiness is woken by it; others are polled.
+                    let longest = if self.readiness.is_some() {
+                        MAX_IDLE_WITH_READINESS
+                    } else {
+                        Duration::from_millis(200)
+                    };
+                    idle_for = d.clamp(Duration::from_millis(1), longest);
                     if self.report_caught_up && !reported_caught_up {
                         reported_caught_up = true;
                         self.tell_caught_up(last_barrier, pending);
@@ -571,6 +592,27 @@ impl ReaderTask {
                     });
                 }
             }
+        }
+    }
+
+    /// Waits up to `timeout` for a control message or, while the reader has not finished,
+    /// for its readiness signal (data may have arrived: poll again).
+    fn wait(&self, timeout: Duration, finished: bool) -> Wait {
+        let control = |c: std::result::Result<Control, _>| match c {
+            Ok(c) => Wait::Control(c),
+            Err(_) => Wait::Disconnected,
+        };
+        match &self.readiness {
+            Some(ready) if !finished => crossbeam_channel::select! {
+                recv(self.ctl) -> c => control(c),
+                recv(ready.receiver()) -> _ => Wait::Quiet,
+                default(timeout) => Wait::Quiet,
+            },
+            _ => match self.ctl.recv_timeout(timeout) {
+                Ok(c) => Wait::Control(c),
+                Err(RecvTimeoutError::Timeout) => Wait::Quiet,
+                Err(RecvTimeoutError::Disconnected) => Wait::Disconnected,
+            },
         }
     }
 

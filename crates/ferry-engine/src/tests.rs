@@ -15,6 +15,8 @@ use serde_json::{json, Value};
 
 use crate::{build_plan, run, Metrics, PlanOptions, RunOutcome, StopHandle};
 
+mod tcp;
+
 /// Rows `0..rows` in `splits` ranges, 10 rows a batch; streaming readers idle at the end.
 #[derive(Debug)]
 struct Numbers {
@@ -166,6 +168,8 @@ impl SourceReader for NumbersReader {
 struct Collect {
     published: Arc<Mutex<Vec<i64>>>,
     commits: Arc<Mutex<Vec<u64>>>,
+    /// Rows its writers were handed (staged or not): when data reached the sink.
+    written: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 struct CollectFactory(Collect);
@@ -197,7 +201,10 @@ impl Sink for Collect {
         _ctx: &WriterContext,
         _restored: Option<Value>,
     ) -> Result<Box<dyn SinkWriter>> {
-        Ok(Box::new(CollectWriter { staged: Vec::new() }))
+        Ok(Box::new(CollectWriter {
+            staged: Vec::new(),
+            written: self.written.clone(),
+        }))
     }
     fn create_committer(&self) -> Result<Option<Box<dyn SinkCommitter>>> {
         Ok(Some(Box::new(self.clone())))
@@ -205,6 +212,7 @@ impl Sink for Collect {
 }
 struct CollectWriter {
     staged: Vec<i64>,
+    written: Arc<std::sync::atomic::AtomicUsize>,
 }
 impl SinkWriter for CollectWriter {
     fn write(&mut self, batch: &ChangeBatch) -> Result<()> {
@@ -215,6 +223,8 @@ impl SinkWriter for CollectWriter {
             .downcast_ref::<Int64Array>()
             .ok_or_else(|| FerryError::internal("ids"))?;
         self.staged.extend(ids.values().iter());
+        self.written
+            .fetch_add(ids.len(), std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
     fn prepare_commit(&mut self, _id: u64) -> Result<Option<Value>> {
@@ -248,10 +258,13 @@ impl SinkCommitter for Collect {
 }
 
 fn plan(text: &str, sink: &Collect) -> crate::JobPlan {
+    plan_with(text, sink, Registry::new().source(NumbersFactory))
+}
+
+/// The plan of `text` with `registry`'s plugins and the `Collect` sink.
+fn plan_with(text: &str, sink: &Collect, registry: Registry) -> crate::JobPlan {
     let job = ferry_config::parse_job(text, "test.conf", &Default::default()).expect("job parses");
-    let registry = Registry::new()
-        .source(NumbersFactory)
-        .sink(CollectFactory(sink.clone()));
+    let registry = registry.sink(CollectFactory(sink.clone()));
     build_plan(job, &registry, &PlanOptions::default()).expect("plan builds")
 }
 
