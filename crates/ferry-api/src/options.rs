@@ -284,9 +284,7 @@ pub fn unset_variable(v: &Value) -> Option<String> {
             let mut rest = s.as_str();
             while let Some(start) = rest.find("${") {
                 let body = &rest[start + 2..];
-                let Some(end) = body.find(['}', '{']) else {
-                    return None;
-                };
+                let end = body.find(['}', '{'])?;
                 if body.as_bytes()[end] == b'}' {
                     let name = body[..end].split(':').next().unwrap_or("");
                     let name = name.trim_start_matches('?').trim();
