@@ -190,6 +190,52 @@ fn variables_fill_the_job_file() {
 }
 
 #[test]
+fn a_missing_variable_names_itself_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, value) in [("bare.conf", "${rows}"), ("quoted.conf", "\"${rows}\"")] {
+        let job = write(
+            dir.path(),
+            name,
+            &format!("source {{\n  FakeSource {{\n    plugin_output = \"${{name:t}}\"\n    row.num = {value}\n    schema = {{ fields {{ id = int }} }}\n  }}\n}}\nsink {{ Console {{}} }}\n"),
+        );
+        let (ok, _, err) = run(&job, &[]);
+        assert!(!ok, "{name}: {err}");
+        assert!(
+            err.contains(&format!(
+                "{name}:4: source FakeSource: option 'row.num': variable 'rows' is not set (pass -i rows=VALUE)"
+            )),
+            "{name}: {err}"
+        );
+    }
+}
+
+#[test]
+fn connector_placeholders_are_no_missing_variables() {
+    // `${table_name}` in the path and `${transactionId}`, `${now}`, `${uuid}` in the file
+    // name are filled in by the sink, not from `-i`.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let job = write(
+        dir.path(),
+        "placeholders.conf",
+        &format!(
+            "source {{\n  FakeSource {{\n    plugin_output = \"fake\"\n    row.num = 3\n    schema = {{ fields {{ id = int }} }}\n  }}\n}}\nsink {{\n  LocalFile {{\n    path = \"{}/${{table_name}}\"\n    file_format_type = \"json\"\n    custom_filename = true\n    file_name_expression = \"${{transactionId}}_${{now}}_${{uuid}}\"\n  }}\n}}\n",
+            out.display()
+        ),
+    );
+    let (ok, _, err) = run(&job, &[]);
+    assert!(ok, "{err}");
+    let files: Vec<_> = std::fs::read_dir(out.join("fake"))
+        .expect("the sink wrote into the table's directory")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    assert!(!files.is_empty(), "{err}");
+    assert!(files.iter().all(|n| !n.contains("${")), "{files:?}");
+}
+
+#[test]
 fn secrets_never_appear_in_errors() {
     let dir = tempfile::tempdir().unwrap();
     let job = write(

@@ -246,6 +246,66 @@ pub fn is_secret_key(key: &str) -> bool {
 }
 
 /// Shows a value in an error message, or `<redacted>` for a secret option.
+/// Placeholders that sinks fill in per table (`${table_name}` in a path). SeaTunnel never
+/// replaces them from user variables and rejects variables with these names.
+pub const SYSTEM_PLACEHOLDERS: &[&str] = &[
+    "database_name",
+    "schema_name",
+    "table_name",
+    "schema_full_name",
+    "table_full_name",
+    "primary_key",
+    "unique_key",
+    "field_names",
+];
+
+/// Placeholders that connectors fill in while they write (LocalFile's
+/// `file_name_expression`: `${transactionId}`, `${now}`, `${uuid}`), besides
+/// [`SYSTEM_PLACEHOLDERS`] and the partition directory's `${k0}`, `${v0}`, …, `${kn}`,
+/// `${vn}`: left as written, they are no missing variables.
+pub const WRITER_PLACEHOLDERS: &[&str] = &["transactionId", "now", "uuid"];
+
+/// Whether `${name}` is a placeholder a connector fills in rather than a user variable.
+pub fn is_connector_placeholder(name: &str) -> bool {
+    let partition =
+        |rest: &str| rest == "n" || (!rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()));
+    SYSTEM_PLACEHOLDERS.contains(&name)
+        || WRITER_PLACEHOLDERS.contains(&name)
+        || name.strip_prefix(['k', 'v']).is_some_and(partition)
+}
+
+/// The first user variable left unset in `v` (a text, or a list of texts): a `${name}`
+/// that variable substitution kept because neither `-i name=…`, the environment nor a
+/// default gave it a value, and that no connector fills in. SeaTunnel's pattern:
+/// `\$\{([^:{}]+)(?::[^}]*)?\}`.
+pub fn unset_variable(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => {
+            let mut rest = s.as_str();
+            while let Some(start) = rest.find("${") {
+                let body = &rest[start + 2..];
+                let end = body.find(['}', '{'])?;
+                if body.as_bytes()[end] == b'}' {
+                    let name = body[..end].split(':').next().unwrap_or("");
+                    let name = name.trim_start_matches('?').trim();
+                    if !name.is_empty() && !is_connector_placeholder(name) {
+                        return Some(name.to_string());
+                    }
+                }
+                rest = &body[end..];
+            }
+            None
+        }
+        Value::Array(items) => items.iter().find_map(unset_variable),
+        _ => None,
+    }
+}
+
+/// What an error says about a user variable nobody set.
+pub fn unset_variable_message(name: &str) -> String {
+    format!("variable '{name}' is not set (pass -i {name}=VALUE)")
+}
+
 fn show(key: &str, v: &Value) -> String {
     if is_secret_key(key) {
         "<redacted>".into()
@@ -303,9 +363,14 @@ impl Options {
         &self.values
     }
 
-    /// A configuration error about `key`.
+    /// A configuration error about `key`. When the value still holds a user variable
+    /// that was never set (`row.num = ${rows}` run without `-i rows=…`), that is what
+    /// the error says, whatever the reader found wrong with the text.
     pub fn error(&self, key: &str, message: impl Into<String>) -> FerryError {
-        self.location.error(key, message)
+        match self.lookup(key).and_then(unset_variable) {
+            Some(name) => self.location.error(key, unset_variable_message(&name)),
+            None => self.location.error(key, message),
+        }
     }
 
     fn lookup(&self, key: &str) -> Option<&Value> {
@@ -518,6 +583,9 @@ impl Options {
             None => Ok(None),
             Some(s) => match allowed.iter().find(|a| a.eq_ignore_ascii_case(s.trim())) {
                 Some(a) => Ok(Some(a)),
+                None if unset_variable(&Value::String(s.clone())).is_some() => {
+                    Err(self.error(key, ""))
+                }
                 None => Err(self.location.error_with_hint(
                     key,
                     format!("invalid value {}", show(key, &Value::String(s.clone()))),
@@ -653,6 +721,45 @@ mod tests {
             e.ends_with("invalid value 'sometimes' (valid values: range, template)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn an_unset_variable_is_named_instead_of_the_type_error() {
+        let mut o = opts(json!({
+            "row.num": "${rows}",
+            "rate": "1.5${rate}",
+            "flag": "${on}",
+            "mode": "${mode}",
+            "tags": ["a", "${tag}"],
+            "path": "/x/${table_name}/${now}",
+        }));
+        let msg = |key: &str, name: &str| {
+            format!("job.conf:10: source FakeSource: option '{key}': variable '{name}' is not set (pass -i {name}=VALUE)")
+        };
+        assert_eq!(
+            o.i64("row.num").unwrap_err().to_string(),
+            msg("row.num", "rows")
+        );
+        assert_eq!(o.f64("rate").unwrap_err().to_string(), msg("rate", "rate"));
+        assert_eq!(o.bool("flag").unwrap_err().to_string(), msg("flag", "on"));
+        let e = o.enum_value("mode", &["a", "b"]).unwrap_err().to_string();
+        assert_eq!(e, msg("mode", "mode"));
+        // Text options take any text; a reader that finds it wrong names the variable.
+        assert_eq!(
+            o.string("path").unwrap().as_deref(),
+            Some("/x/${table_name}/${now}")
+        );
+        assert_eq!(
+            o.error("tags", "no such tag").to_string(),
+            msg("tags", "tag")
+        );
+        assert_eq!(unset_variable(&json!(["a", "${tag}"])), Some("tag".into()));
+        // Connector placeholders are no variables.
+        assert_eq!(unset_variable(&json!("/x/${table_name}/${now}")), None);
+        assert_eq!(unset_variable(&json!("${transactionId}_${uuid}")), None);
+        assert_eq!(unset_variable(&json!("${k0}=${v0}/${kn}=${vn}")), None);
+        assert_eq!(unset_variable(&json!("$5 ${ } ${a{b}")), None);
+        assert_eq!(unset_variable(&json!("${k}")), Some("k".into()));
     }
 
     #[test]

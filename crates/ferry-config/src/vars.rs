@@ -15,18 +15,7 @@
 //!
 //! Comments are copied untouched.
 
-/// Placeholders that sinks fill in per table (`${table_name}` in a path). SeaTunnel never
-/// replaces them from user variables and rejects variables with these names.
-pub const SYSTEM_PLACEHOLDERS: &[&str] = &[
-    "database_name",
-    "schema_name",
-    "table_name",
-    "schema_full_name",
-    "table_full_name",
-    "primary_key",
-    "unique_key",
-    "field_names",
-];
+pub use ferry_api::options::SYSTEM_PLACEHOLDERS;
 
 /// What becomes of an unquoted `${name}` that is neither given nor defaulted.
 #[derive(Clone, Copy)]

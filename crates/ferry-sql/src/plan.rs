@@ -244,8 +244,9 @@ fn check_supported(plan: &LogicalPlan) -> Result<(), String> {
 /// Rewrites the plan to SeaTunnel's semantics before types are coerced: whole-number
 /// literals that fit are `int` (so `age + 1` stays int), `||` skips nulls like CONCAT,
 /// DataFusion functions the planner inserts itself (EXTRACT, SUBSTRING … FROM, TRIM …
-/// FROM) become SeaTunnel's, and CASTs whose SeaTunnel semantics differ from DataFusion's
-/// become [`SeaCast`] (or are refused when SeaTunnel refuses them).
+/// FROM) become SeaTunnel's, CASTs whose SeaTunnel semantics differ from DataFusion's
+/// become [`SeaCast`] (or are refused when SeaTunnel refuses them), and arithmetic with a
+/// DECIMAL operand is exact as SeaTunnel's ([`decimal_arithmetic`]).
 fn seatunnel_semantics(
     plan: LogicalPlan,
     mine: &HashMap<String, Arc<ScalarUDF>>,
@@ -270,6 +271,10 @@ fn seatunnel_semantics(
                     vec![*left, *right],
                 )))
             }
+            Expr::BinaryExpr(b) if is_arithmetic(b.op) => match schema {
+                Some(schema) => decimal_arithmetic(*b.left, b.op, *b.right, schema)?,
+                None => Transformed::no(Expr::BinaryExpr(b)),
+            },
             Expr::Cast(Cast { expr, field }) => {
                 let Some(schema) = schema else {
                     return Ok(Transformed::no(Expr::Cast(Cast { expr, field })));
@@ -306,6 +311,71 @@ fn seatunnel_semantics(
         }
     })?;
     Ok(out.data)
+}
+
+/// SeaTunnel's arithmetic when a DECIMAL takes part: a double literal on the other side
+/// is the DECIMAL of its text (`dec * 1.1` is exact, as SeaTunnel's
+/// `BigDecimal.valueOf(double)`), and a division keeps the largest scale of the DECIMAL
+/// operands, rounding away from zero. Anything else is DataFusion's arithmetic, which
+/// matches SeaTunnel's (int with int is int, with bigint bigint, with a double double).
+fn decimal_arithmetic(
+    left: Expr,
+    op: Operator,
+    right: Expr,
+    schema: &DFSchemaRef,
+) -> DFResult<Transformed<Expr>> {
+    let (lt, rt) = (
+        left.get_type(schema.as_ref())?,
+        right.get_type(schema.as_ref())?,
+    );
+    let scale = match (&lt, &rt) {
+        (DataType::Decimal128(_, a), DataType::Decimal128(_, b)) => (*a).max(*b),
+        (DataType::Decimal128(_, s), _) | (_, DataType::Decimal128(_, s)) => *s,
+        _ => {
+            return Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr::new(
+                Box::new(left),
+                op,
+                Box::new(right),
+            ))))
+        }
+    };
+    let exact = |e: Expr| match float_literal(&e).and_then(functions::arith::decimal_literal) {
+        Some(d) => Expr::Literal(d, None),
+        None => e,
+    };
+    let (left, right) = (exact(left), exact(right));
+    let (lt, rt) = (
+        left.get_type(schema.as_ref())?,
+        right.get_type(schema.as_ref())?,
+    );
+    let exact_operand = |t: &DataType| matches!(t, DataType::Decimal128(_, _)) || t.is_integer();
+    Ok(Transformed::yes(
+        if op == Operator::Divide && exact_operand(&lt) && exact_operand(&rt) {
+            Expr::ScalarFunction(ScalarFunction::new_udf(
+                functions::arith::DecimalDivide::udf(scale),
+                vec![left, right],
+            ))
+        } else {
+            Expr::BinaryExpr(BinaryExpr::new(Box::new(left), op, Box::new(right)))
+        },
+    ))
+}
+
+/// `+ - * / %`.
+fn is_arithmetic(op: Operator) -> bool {
+    matches!(
+        op,
+        Operator::Plus | Operator::Minus | Operator::Multiply | Operator::Divide | Operator::Modulo
+    )
+}
+
+/// The value of a double literal, also a negated one (`-1.5`).
+fn float_literal(e: &Expr) -> Option<f64> {
+    match e {
+        Expr::Literal(ScalarValue::Float64(Some(v)), _) => Some(*v),
+        Expr::Negative(inner) => float_literal(inner).map(|v| -v),
+        _ => None,
+    }
 }
 
 /// Whether two UDFs are the same implementation (ours replaced DataFusion's of that name).

@@ -19,6 +19,7 @@ use datafusion::logical_expr::{
     TypeSignature, Volatility,
 };
 
+pub(crate) mod arith;
 pub(crate) mod cast;
 pub(crate) mod datetime;
 pub(crate) mod des;

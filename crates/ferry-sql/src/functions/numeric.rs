@@ -215,12 +215,71 @@ fn modulo(a: &Args, ret: &DataType) -> DFResult<ArrayRef> {
     {
         return Err(fn_error("mod", "division by zero"));
     }
-    let out = arrow::compute::kernels::numeric::rem(&l, &r).map_err(|e| fn_error("mod", e))?;
+    let out = if wide == DataType::Float64 {
+        // A float is taken at its decimal text, as Java's `BigDecimal.valueOf(double)`:
+        // MOD(13, 5.4) is 2.2, not the binary remainder 2.1999999999999993.
+        let (x, y) = (
+            l.as_primitive::<Float64Type>(),
+            r.as_primitive::<Float64Type>(),
+        );
+        prim_out::<Float64Type>(x.len(), |i| {
+            if x.is_null(i) || y.is_null(i) {
+                return Ok(None);
+            }
+            decimal_rem(x.value(i), y.value(i))
+                .map(Some)
+                .ok_or_else(|| {
+                    fn_error(
+                        "mod",
+                        format!("{} and {} are not finite numbers", x.value(i), y.value(i)),
+                    )
+                })
+        })?
+    } else {
+        arrow::compute::kernels::numeric::rem(&l, &r).map_err(|e| fn_error("mod", e))?
+    };
     Ok(if out.data_type() == ret {
         out
     } else {
         arrow::compute::cast(&out, ret)?
     })
+}
+
+/// `BigDecimal.valueOf(u).divideAndRemainder(BigDecimal.valueOf(v))[1].doubleValue()`:
+/// the remainder of the two doubles' shortest decimal texts (`Double.toString`), with the
+/// dividend's sign. `None` for NaN or an infinity, which `BigDecimal.valueOf` refuses.
+pub(crate) fn decimal_rem(u: f64, v: f64) -> Option<f64> {
+    if !u.is_finite() || !v.is_finite() {
+        return None;
+    }
+    // Whole numbers below 2^53 are their own decimal text, and the binary remainder
+    // (which is exact) is the decimal one.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    if u.fract() == 0.0 && v.fract() == 0.0 && u.abs() < EXACT && v.abs() < EXACT {
+        return Some(u % v);
+    }
+    let (Some((a, sa)), Some((b, sb))) = (shortest_decimal(u), shortest_decimal(v)) else {
+        // More than 38 digits: the binary remainder is the best i128 can carry.
+        return Some(u % v);
+    };
+    let scale = sa.max(sb);
+    let align = |m: i128, s: u32| 10i128.checked_pow(scale - s).and_then(|f| m.checked_mul(f));
+    match (align(a, sa), align(b, sb)) {
+        (Some(a), Some(b)) if b != 0 => format!("{}e-{scale}", a % b).parse().ok(),
+        _ => Some(u % v),
+    }
+}
+
+/// The digits and scale of `d`'s shortest decimal text (`2.675` is 2675 at scale 3);
+/// `None` when they do not fit an `i128`.
+pub(crate) fn shortest_decimal(d: f64) -> Option<(i128, u32)> {
+    // Rust's `Display` writes the shortest digits that read back as `d`, without an
+    // exponent, as Java's `Double.toString` chooses them.
+    let text = format!("{}", d.abs());
+    let (int, frac) = text.split_once('.').unwrap_or((text.as_str(), ""));
+    let digits = format!("{int}{frac}");
+    let m: i128 = digits.parse().ok()?;
+    Some((if d < 0.0 { -m } else { m }, frac.len() as u32))
 }
 
 /// Java's RoundingMode values SeaTunnel uses.

@@ -249,3 +249,96 @@ fn trunc_and_truncate() {
     check("trunc(nd)", "double", NULL);
     check("trunc(nd, 1)", "double", NULL);
 }
+
+// SeaTunnel's NumericFunction.mod takes both arguments as `BigDecimal.valueOf(double)`,
+// the decimal text of the double, so the remainder is that of the written numbers.
+#[test]
+fn modulo_of_doubles_is_exact_on_their_decimal_text() {
+    check("mod(13, 5.4)", "double", json!(2.2));
+    check("mod(-13, 5.4)", "double", json!(-2.2));
+    check("mod(10.1, 3.3)", "double", json!(0.2));
+    check("mod(5.4, 2)", "int", json!(1));
+    check("mod(dec, 0.5)", "double", json!(0.35));
+    check("mod(d, 0.3)", "double", json!(-0.1));
+    check("mod(big, 0.7)", "double", json!(0.5));
+    check("mod(f, 0.4)", "double", json!(0.3));
+    check("mod(nd, 0.4)", "double", NULL);
+    check_col(
+        "mod(x, 0.1)",
+        "double",
+        json!([1.0, 0.7, null, -0.35, 1e300]),
+        "double",
+        json!([0.0, 0.0, null, -0.05, 1e300 % 0.1]),
+    );
+    // BigDecimal.valueOf refuses NaN and infinities.
+    check_error("mod(sqrt(-1), 0.5)", "MOD");
+    // The `%` operator on doubles is Java's `%` on the binary values, in SeaTunnel too.
+    check("13 % 5.4", "double", json!(13.0f64 % 5.4));
+}
+
+// ZetaSQLType: int with int is int, with bigint bigint, with a double double.
+#[test]
+fn arithmetic_result_types_follow_seatunnel() {
+    check("n + 1", "int", json!(6));
+    check("n / 2", "int", json!(2));
+    check("neg / 2", "int", json!(-3));
+    check("n % 3", "int", json!(2));
+    check("n * big", "bigint", json!(50000000000i64));
+    check("big / 3", "bigint", json!(3333333333i64));
+    check("n + 1.5", "double", json!(6.5));
+    check("n / 2.0", "double", json!(2.5));
+    check("d * 2", "double", json!(-5.0));
+    // Java's int arithmetic wraps.
+    check("2147483647 + n", "int", json!(-2147483644));
+    // Literals with a fraction are doubles, as SeaTunnel's page says.
+    check("0.1 + 0.2", "double", json!(0.1f64 + 0.2));
+}
+
+// A DECIMAL operand makes SeaTunnel compute on BigDecimal: a double literal counts with
+// its written digits.
+#[test]
+fn decimal_arithmetic_with_double_literals_is_exact() {
+    check("dec + 1.1", "decimal(11, 2)", json!(13.45));
+    check("dec * 1.1", "decimal(13, 3)", json!(13.585));
+    check("1.1 * dec", "decimal(13, 3)", json!(13.585));
+    check("dec * -1.5", "decimal(13, 3)", json!(-18.525));
+    check("dec - 0.35", "decimal(11, 2)", json!(12.0));
+    // Only a literal is taken at its text: a double expression stays a double.
+    check("dec * (0.1 + 0.2)", "double", json!(12.35 * (0.1f64 + 0.2)));
+    check("dec + n", "decimal(13, 2)", json!(17.35));
+    check("dec + big", "decimal(23, 2)", json!(10000000012.35));
+    check("dec % 0.5", "decimal(2, 2)", json!(0.35));
+    check("ndec * 1.1", "decimal(13, 3)", NULL);
+    check("round(dec * 1.15, 3)", "decimal(14, 4)", json!(14.203));
+    check_col(
+        "x * 1.1",
+        "decimal(10, 2)",
+        json!(["12.35", null, "-0.01"]),
+        "decimal(13, 3)",
+        json!([13.585, null, -0.011]),
+    );
+}
+
+// SeaTunnel divides a DECIMAL at the largest scale of its DECIMAL operands, rounding away
+// from zero (RoundingMode.UP).
+#[test]
+fn decimal_division_keeps_the_scale_and_rounds_up() {
+    check("dec / 3", "decimal(38, 2)", json!(4.12));
+    check("-dec / 3", "decimal(38, 2)", json!(-4.12));
+    check("dec / neg", "decimal(38, 2)", json!(-1.77));
+    check("dec / 4", "decimal(38, 2)", json!(3.09));
+    check("dec / 0.3", "decimal(38, 2)", json!(41.17));
+    check("dec / dec", "decimal(38, 2)", json!(1.0));
+    check("n / dec", "decimal(38, 2)", json!(0.41));
+    check("dec / 5", "decimal(38, 2)", json!(2.47));
+    check("dec / ni", "decimal(38, 2)", NULL);
+    check("ndec / 2", "decimal(38, 2)", NULL);
+    check_error("dec / zero", "division by zero");
+    check_col(
+        "x / 7",
+        "decimal(10, 3)",
+        json!(["1.000", null, "-1.000", "0.007"]),
+        "decimal(38, 3)",
+        json!([0.143, null, -0.143, 0.001]),
+    );
+}
