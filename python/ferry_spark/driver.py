@@ -306,10 +306,13 @@ def run_one(spark_holder, a):
     _say("job '%s' (%s) on Spark, delivery %s" % (plan["name"], plan["mode"], delivery))
     streaming = plan["mode"] == "STREAMING"
     job_dir = None
+    job_lock = None
     temp_dir = None
     if a.job_id or a.checkpoint_dir:
         base = a.checkpoint_dir or os.path.join(os.environ.get("FERRY_HOME", os.path.expanduser("~/.ferry")), "checkpoints")
-        job_dir, changes = _native.open_job_dir(base, spec)
+        # The job directory's lock, held until the run ends: a second run of the same job
+        # id fails here, before Spark starts (the kernel releases it if this process dies).
+        job_dir, changes, job_lock = _native.open_job_dir(base, spec)
         for change in changes:
             _say("job file changed since the last run: " + change)
         _native.set_state(job_dir, plan["job_id"], "RUNNING", os.getpid())
@@ -333,6 +336,7 @@ def run_one(spark_holder, a):
     finally:
         if job_dir:
             _native.set_state(job_dir, plan["job_id"], final, os.getpid())
+            job_lock.release()
         if temp_dir:
             shutil.rmtree(temp_dir, ignore_errors=True)
     secs = time.monotonic() - started

@@ -7,6 +7,7 @@
 //!   sources/<source>/<N>/<reader> the splits reader <reader> of source <source> owned at N
 //!   commits/<N>                   written once the committers published N
 //!   state                         RUNNING / FINISHED / FAILED / … with the process id, for `ferry jobs`
+//!   lock                          locked by the running process (see [`crate::JobLock`])
 //! ```
 //!
 //! Every file is written to a temporary name, fsynced, renamed into place and its
@@ -81,10 +82,23 @@ struct Offsets {
     sinks: Vec<SinkState>,
 }
 
+/// The directory of job `job_id` under the checkpoint directory `dir`; refuses an id that
+/// would name another place.
+pub fn job_dir(dir: &Path, job_id: &str) -> Result<PathBuf> {
+    if job_id.is_empty() || job_id.contains(['/', '\\']) || job_id.starts_with('.') {
+        return Err(FerryError::config(format!(
+            "invalid job id '{job_id}': use letters, digits, '-' and '_'"
+        )));
+    }
+    Ok(dir.join(job_id))
+}
+
 /// Checkpoints of one job in a directory.
 #[derive(Debug)]
 pub struct FileStore {
     root: PathBuf,
+    job_id: String,
+    fingerprint: String,
     retained: usize,
 }
 
@@ -93,30 +107,32 @@ impl FileStore {
     /// Creates the job's directory and `metadata` when absent; when present, `metadata`
     /// must be intact.
     pub fn open(dir: &Path, job_id: &str, fingerprint: &str, retained: usize) -> Result<Self> {
-        if job_id.is_empty() || job_id.contains(['/', '\\']) || job_id.starts_with('.') {
-            return Err(FerryError::config(format!(
-                "invalid job id '{job_id}': use letters, digits, '-' and '_'"
-            )));
-        }
-        let root = dir.join(job_id);
-        for sub in ["offsets", "commits", "sources"] {
-            fs::create_dir_all(root.join(sub))
-                .map_err(|e| FerryError::io("checkpoint", root.join(sub).display(), e))?;
-        }
         let store = FileStore {
-            root,
+            root: job_dir(dir, job_id)?,
+            job_id: job_id.to_string(),
+            fingerprint: fingerprint.to_string(),
             retained: retained.max(1),
         };
-        let meta = store.root.join("metadata");
+        store.create_layout()?;
+        Ok(store)
+    }
+
+    /// Creates the checkpoint folders and `metadata` where they are missing.
+    fn create_layout(&self) -> Result<()> {
+        for sub in ["offsets", "commits", "sources"] {
+            fs::create_dir_all(self.root.join(sub))
+                .map_err(|e| FerryError::io("checkpoint", self.root.join(sub).display(), e))?;
+        }
+        let meta = self.root.join("metadata");
         if !meta.exists() {
             let m = Metadata {
-                id: job_id.to_string(),
-                fingerprint: fingerprint.to_string(),
+                id: self.job_id.clone(),
+                fingerprint: self.fingerprint.clone(),
                 format: FORMAT_VERSION,
             };
             write_atomic(&meta, &to_json(&m)?)?;
         }
-        Ok(store)
+        Ok(())
     }
 
     /// The job's directory.

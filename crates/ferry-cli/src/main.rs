@@ -1,10 +1,11 @@
 //! `ferry`: runs Apache SeaTunnel job files on Ferry's embedded engine.
 
+mod jobs;
 mod registry;
 mod spark;
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use ferry_api::{FerryError, OptionSpec};
-use ferry_checkpoint::{CheckpointStore, FileStore, JobInfo, JobState, MemoryStore};
+use ferry_checkpoint::{CheckpointStore, FileStore, JobInfo, JobLock, JobState, MemoryStore};
 use ferry_engine::{build_plan, Metrics, PlanOptions, RunOutcome, StopHandle};
 
 /// Ferry moves data between systems, in batch and streaming, from SeaTunnel job files.
@@ -34,7 +35,9 @@ enum Command {
         /// A plugin name (any case).
         name: Option<String>,
     },
-    /// List the jobs in a checkpoint directory with their state and last checkpoint.
+    /// List the jobs in a checkpoint directory with their state and last checkpoint:
+    /// RUNNING while a process holds the job's lock (with its pid and start time), CRASHED
+    /// when the state says running but nobody holds the lock.
     Jobs {
         /// Checkpoint directory (default: $FERRY_HOME/checkpoints, FERRY_HOME defaulting to ~/.ferry).
         #[arg(long, env = "FERRY_CHECKPOINT_DIR")]
@@ -74,7 +77,8 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "local")]
     engine: Engine,
     /// The job's id: checkpoints are kept under it and a rerun with the same id resumes
-    /// from its latest checkpoint. `-r ID` is SeaTunnel's spelling.
+    /// from its latest checkpoint; one run per id at a time (a second is refused while the
+    /// first holds the job directory's lock). `-r ID` is SeaTunnel's spelling.
     #[arg(long, short = 'r', visible_alias = "restore")]
     job_id: Option<String>,
     /// Directory of checkpoints (default with --job-id: $FERRY_HOME/checkpoints).
@@ -101,9 +105,9 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Check(args) => check(args),
         Command::Connectors { name } => connectors(name.as_deref()),
-        Command::Jobs { checkpoint_dir } => jobs(&checkpoint_dir_or_default(checkpoint_dir)),
-        Command::Savepoint(args) => control(args, "savepoint"),
-        Command::Cancel(args) => control(args, "cancel"),
+        Command::Jobs { checkpoint_dir } => jobs::list(&checkpoint_dir_or_default(checkpoint_dir)),
+        Command::Savepoint(args) => jobs::control(args, "savepoint"),
+        Command::Cancel(args) => jobs::control(args, "cancel"),
     };
     match result {
         Ok(code) => code,
@@ -178,6 +182,21 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
         return spark::run(&args);
     }
     let plan = load_plan(&args.job, args.job_id.clone())?;
+    // The lock is held until this function returns (or the process dies): one run per
+    // job directory, taken before anything in the directory changes.
+    let (mut file_store, _job_lock) = match (&args.job_id, &args.checkpoint_dir) {
+        (None, None) => (None, None),
+        _ => {
+            let dir = checkpoint_dir_or_default(args.checkpoint_dir.clone());
+            let id = plan.job.job_id.clone();
+            let lock = JobLock::acquire(&ferry_checkpoint::job_dir(&dir, &id)?, &id)?;
+            // Whether a changed job file may resume is decided against the latest
+            // checkpoint, when the engine restores it.
+            let store = FileStore::open(&dir, &id, &plan.fingerprint, plan.checkpoint.retained)?;
+            store.fingerprint()?;
+            (Some(store), Some(lock))
+        }
+    };
     eprintln!(
         "ferry: job '{}' ({}), delivery {}",
         plan.job.job_name,
@@ -185,18 +204,6 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
         plan.delivery
     );
     let stop = StopHandle::default();
-    let mut file_store = match (&args.job_id, &args.checkpoint_dir) {
-        (None, None) => None,
-        _ => {
-            let dir = checkpoint_dir_or_default(args.checkpoint_dir.clone());
-            let id = plan.job.job_id.clone();
-            // Whether a changed job file may resume is decided against the latest
-            // checkpoint, when the engine restores it.
-            let store = FileStore::open(&dir, &id, &plan.fingerprint, plan.checkpoint.retained)?;
-            store.fingerprint()?;
-            Some(store)
-        }
-    };
     let mut memory_store = MemoryStore::default();
     let state = |store: &Option<FileStore>, s: JobState, last: Option<u64>| {
         if let Some(fs) = store {
@@ -368,60 +375,6 @@ fn start_progress(metrics: Arc<Metrics>) -> Arc<AtomicBool> {
             }
         });
     done
-}
-
-fn jobs(dir: &Path) -> Result<ExitCode, FerryError> {
-    let mut rows = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if let Ok(info) = FileStore::read_state(&e.path()) {
-                rows.push(info);
-            }
-        }
-    }
-    rows.sort_by(|a, b| a.job_id.cmp(&b.job_id));
-    println!(
-        "{:<24} {:<10} {:<7} {:>8} {:>15}",
-        "JOB ID", "STATE", "ENGINE", "PID", "LAST CHECKPOINT"
-    );
-    for r in rows {
-        let state = match r.state {
-            JobState::Running if !process_alive(r.pid) => "DEAD".to_string(),
-            s => format!("{s:?}").to_uppercase(),
-        };
-        let last = r
-            .last_checkpoint
-            .map(|c| c.to_string())
-            .unwrap_or_else(|| "-".into());
-        println!(
-            "{:<24} {:<10} {:<7} {:>8} {:>15}",
-            r.job_id, state, r.engine, r.pid, last
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn process_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-fn control(args: ControlArgs, what: &str) -> Result<ExitCode, FerryError> {
-    let dir = checkpoint_dir_or_default(args.checkpoint_dir).join(&args.job_id);
-    let info = FileStore::read_state(&dir).map_err(|_| {
-        FerryError::config(format!("no job '{}' in {}", args.job_id, dir.display()))
-    })?;
-    if info.state != JobState::Running || !process_alive(info.pid) {
-        return Err(FerryError::config(format!(
-            "job '{}' is not running (state {:?})",
-            args.job_id, info.state
-        )));
-    }
-    ferry_checkpoint::write_control(&dir, what)?;
-    println!(
-        "ferry: asked job '{}' (pid {}) to {what}",
-        args.job_id, info.pid
-    );
-    Ok(ExitCode::SUCCESS)
 }
 
 fn connectors(name: Option<&str>) -> Result<ExitCode, FerryError> {

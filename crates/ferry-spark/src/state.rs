@@ -3,12 +3,14 @@
 //! `ferry jobs`, `ferry savepoint` and `ferry cancel` use (the embedded engine's format),
 //! and one Spark checkpoint location per sink, `query-<sink>/`: Spark's own `metadata`,
 //! `offsets/`, `commits/` and `state/`, and what Ferry keeps there, `sources/` (what
-//! partitions read, see [`crate::source`]) and `published/` (see [`crate::sink`]).
+//! partitions read, see [`crate::source`]) and `published/` (see [`crate::sink`]). The
+//! driver holds the directory's `lock` ([`JobLock`]) for its whole run, as the embedded
+//! engine does: one run per job id.
 
 use std::path::{Path, PathBuf};
 
 use ferry_api::{FerryError, Result};
-use ferry_checkpoint::{FileStore, JobInfo, JobLayout, JobState};
+use ferry_checkpoint::{FileStore, JobInfo, JobLayout, JobLock, JobState};
 use serde::{Deserialize, Serialize};
 
 /// What `layout` holds.
@@ -19,21 +21,19 @@ struct SavedLayout {
 }
 
 /// Creates (or reopens) the directory of job `job_id` under `dir` for a job file with
-/// `fingerprint` and `layout`. Refuses a directory that belongs to the embedded engine, or
-/// whose saved state the job file cannot resume (see [`JobLayout::resume_from`]); returns
-/// the directory and the compatible changes since the last run, to tell the user.
+/// `fingerprint` and `layout`, and takes its lock, which the caller must hold for the
+/// whole run. Refuses a directory that another process holds (the job is already running),
+/// that belongs to the embedded engine, or whose saved state the job file cannot resume
+/// (see [`JobLayout::resume_from`]); returns the directory, the compatible changes since
+/// the last run (to tell the user) and the lock.
 pub fn open_job_dir(
     dir: &Path,
     job_id: &str,
     fingerprint: &str,
     layout: &JobLayout,
-) -> Result<(PathBuf, Vec<String>)> {
-    if job_id.is_empty() || job_id.contains(['/', '\\']) || job_id.starts_with('.') {
-        return Err(FerryError::config(format!(
-            "invalid job id '{job_id}': use letters, digits, '-' and '_'"
-        )));
-    }
-    let root = dir.join(job_id);
+) -> Result<(PathBuf, Vec<String>, JobLock)> {
+    let root = ferry_checkpoint::job_dir(dir, job_id)?;
+    let lock = JobLock::acquire(&root, job_id)?;
     if let Ok(info) = FileStore::read_state(&root) {
         if info.engine != "spark" {
             return Err(FerryError::config(format!(
@@ -47,7 +47,6 @@ pub fn open_job_dir(
             )));
         }
     }
-    std::fs::create_dir_all(&root).map_err(|e| FerryError::io("spark", root.display(), e))?;
     let path = root.join("layout");
     let refuse = |why: String| {
         FerryError::config(format!(
@@ -56,7 +55,7 @@ pub fn open_job_dir(
         ))
     };
     let changes = match ferry_checkpoint::read_checked::<SavedLayout>(&path) {
-        Ok(saved) if saved.fingerprint == fingerprint => return Ok((root, Vec::new())),
+        Ok(saved) if saved.fingerprint == fingerprint => return Ok((root, Vec::new(), lock)),
         Ok(saved) => layout.resume_from(&saved.layout).map_err(refuse)?,
         Err(_) => Vec::new(),
     };
@@ -66,7 +65,7 @@ pub fn open_job_dir(
     })
     .map_err(FerryError::internal)?;
     ferry_checkpoint::write_atomic(&path, &body)?;
-    Ok((root, changes))
+    Ok((root, changes, lock))
 }
 
 /// Parses a state name as `ferry jobs` prints it.
@@ -145,7 +144,7 @@ mod tests {
     #[test]
     fn the_state_file_reads_back_as_ferry_jobs_reads_it() {
         let dir = tempfile::tempdir().unwrap();
-        let (root, _) = open_job_dir(dir.path(), "j", "fp", &layout(1)).unwrap();
+        let (root, _, _lock) = open_job_dir(dir.path(), "j", "fp", &layout(1)).unwrap();
         set_state(&root, "j", parse_state("running").unwrap(), 42, Some(3)).unwrap();
         let info = FileStore::read_state(&root).unwrap();
         assert_eq!(
@@ -158,7 +157,7 @@ mod tests {
     fn an_incompatible_job_file_or_a_local_job_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         open_job_dir(dir.path(), "j", "fp", &layout(2)).unwrap();
-        let (_, changes) = open_job_dir(dir.path(), "j", "fp", &layout(2)).unwrap();
+        let (_, changes, _) = open_job_dir(dir.path(), "j", "fp", &layout(2)).unwrap();
         assert!(changes.is_empty());
         let mut tuned = layout(2);
         tuned.env = ferry_checkpoint::hash_options(
@@ -166,7 +165,7 @@ mod tests {
                 .as_object()
                 .unwrap(),
         );
-        let (_, changes) = open_job_dir(dir.path(), "j", "fp2", &tuned).unwrap();
+        let (_, changes, _) = open_job_dir(dir.path(), "j", "fp2", &tuned).unwrap();
         assert_eq!(
             changes,
             vec!["env: checkpoint.interval changed".to_string()]
@@ -194,6 +193,24 @@ mod tests {
             .to_string();
         assert!(e.contains("local engine"), "{e}");
         assert!(open_job_dir(dir.path(), "../x", "fp", &layout(1)).is_err());
+    }
+
+    #[test]
+    fn a_job_directory_is_opened_by_one_run_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, _, held) = open_job_dir(dir.path(), "j", "fp", &layout(1)).unwrap();
+        let e = open_job_dir(dir.path(), "j", "fp", &layout(1))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "job 'j' is already running ({})",
+                held.holder().describe()
+            )),
+            "{e}"
+        );
+        drop(held);
+        open_job_dir(dir.path(), "j", "fp", &layout(1)).unwrap();
     }
 
     #[test]
