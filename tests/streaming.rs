@@ -312,3 +312,91 @@ fn a_second_run_of_a_running_job_is_refused_until_the_first_is_killed() {
         "{err}"
     );
 }
+
+/// A job directory whose every checkpoint is damaged is refused, naming the files, instead
+/// of silently starting from scratch (its sources would replay everything into sinks that
+/// hold it already); `--from-scratch` starts anew deliberately, setting the old files aside.
+#[test]
+fn history_without_an_intact_checkpoint_is_refused_until_from_scratch() {
+    let root = tempfile::tempdir().unwrap();
+    let job = root.path().join("j.conf");
+    std::fs::write(
+        &job,
+        "env { job.mode = STREAMING, checkpoint.interval = 300 }\nsource { FakeSource { plugin_output = f, row.num = 10, schema = { fields { id = int } } } }\nsink { Blackhole {} }\n",
+    )
+    .unwrap();
+    let ckpt = root.path().join("ck");
+    let mut first = start(&job, "torn", &ckpt);
+    savepoint("torn", &ckpt);
+    let status = wait_for(&mut first, Duration::from_secs(30), "first run");
+    assert!(status.success(), "{}", stderr_of(first));
+
+    let offsets = ckpt.join("torn/offsets");
+    let mut damaged: Vec<String> = std::fs::read_dir(&offsets)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    damaged.sort();
+    assert!(!damaged.is_empty(), "the first run left no checkpoint");
+    for name in &damaged {
+        let p = offsets.join(name);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[3] ^= 0x20;
+        std::fs::write(&p, bytes).unwrap();
+    }
+
+    // Without the refusal the job would start afresh and run on: bounded wait.
+    let mut refused = start(&job, "torn", &ckpt);
+    let status = wait_for(&mut refused, Duration::from_secs(30), "the refused run");
+    let err = stderr_of(refused);
+    assert!(!status.success(), "started without its history: {err}");
+    assert!(
+        err.contains("error: job 'torn' has checkpoint history in")
+            && err.contains("but no intact checkpoint"),
+        "{err}"
+    );
+    for name in &damaged {
+        let file = offsets.join(name);
+        assert!(
+            err.contains(&format!("{}: corrupt (checksum mismatch)", file.display())),
+            "{name} not named: {err}"
+        );
+    }
+    assert!(
+        err.contains("--from-scratch") && err.contains("new --job-id"),
+        "{err}"
+    );
+
+    let mut fresh = start_job(&job, "torn", &ckpt, &["--from-scratch"]);
+    savepoint("torn", &ckpt);
+    let status = wait_for(&mut fresh, Duration::from_secs(30), "the run from scratch");
+    let err = stderr_of(fresh);
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("--from-scratch: job 'torn' starts anew; its old checkpoints are in"),
+        "{err}"
+    );
+    assert!(!err.contains("resuming"), "{err}");
+    // The damaged files are kept, as they were, beside the new history.
+    let aside: Vec<_> = std::fs::read_dir(ckpt.join("torn"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("discarded-"))
+        .collect();
+    assert_eq!(aside.len(), 1);
+    for name in &damaged {
+        assert!(
+            aside[0].path().join("offsets").join(name).exists(),
+            "{name}"
+        );
+    }
+    // The new history resumes normally.
+    let mut next = start(&job, "torn", &ckpt);
+    savepoint("torn", &ckpt);
+    let status = wait_for(&mut next, Duration::from_secs(30), "the run after");
+    let err = stderr_of(next);
+    assert!(status.success(), "{err}");
+    assert!(err.contains("resuming job 'torn' from checkpoint"), "{err}");
+}

@@ -19,7 +19,9 @@ mod layout;
 mod lock;
 
 pub use data::{CheckpointData, SinkState, SourceState};
-pub use file::{job_dir, read_checked, write_atomic, FileStore, JobInfo, JobState};
+pub use file::{
+    create_discard_dir, job_dir, read_checked, write_atomic, FileStore, JobInfo, JobState,
+};
 pub use layout::{hash_options, JobLayout, NodeLayout};
 pub use lock::{format_utc, lock_status, JobLock, LockHolder, LockStatus, LOCK_FILE};
 

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use ferry_api::FerryError;
 use ferry_checkpoint::{format_utc, lock_status, FileStore, JobInfo, JobState, LockStatus};
@@ -26,6 +27,11 @@ struct Row {
 impl Row {
     fn new(info: &JobInfo, lock: &LockStatus) -> Row {
         let (state, pid, since) = match lock {
+            // Locked, but the state file still holds the previous run's end: the run is
+            // opening its directory and does not watch for requests yet.
+            LockStatus::Held(Some(h)) if info.state != JobState::Running => {
+                ("STARTING".into(), h.pid.to_string(), format_utc(h.since))
+            }
             LockStatus::Held(Some(h)) => ("RUNNING".into(), h.pid.to_string(), format_utc(h.since)),
             LockStatus::Held(None) => ("RUNNING".into(), info.pid.to_string(), "-".into()),
             // The state file says running, but nobody holds the lock: the process died.
@@ -97,8 +103,12 @@ pub fn control(args: ControlArgs, what: &str) -> Result<ExitCode, FerryError> {
         &checkpoint_dir_or_default(args.checkpoint_dir),
         &args.job_id,
     )?;
+    let lock = lock_status(&dir)?;
+    if let LockStatus::Held(_) = lock {
+        wait_until_running(&dir, &args.job_id)?;
+    }
     let state = FileStore::read_state(&dir);
-    let pid = match lock_status(&dir)? {
+    let pid = match lock {
         LockStatus::Held(Some(h)) => h.pid,
         LockStatus::Held(None) => state.as_ref().map(|i| i.pid).unwrap_or(0),
         LockStatus::Free => {
@@ -119,4 +129,25 @@ pub fn control(args: ControlArgs, what: &str) -> Result<ExitCode, FerryError> {
     ferry_checkpoint::write_control(&dir, what)?;
     println!("ferry: asked job '{}' (pid {pid}) to {what}", args.job_id);
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long a request waits for a run that holds the lock but is still opening its
+/// directory (it clears stale requests there before it says RUNNING).
+const STARTING_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Waits until the state of the job whose lock is held says RUNNING: from then on the run
+/// watches for requests, and one written earlier could be cleared as a stale one.
+fn wait_until_running(dir: &Path, job_id: &str) -> Result<(), FerryError> {
+    let started = Instant::now();
+    loop {
+        if FileStore::read_state(dir).is_ok_and(|i| i.state == JobState::Running) {
+            return Ok(());
+        }
+        if started.elapsed() >= STARTING_PATIENCE {
+            return Err(FerryError::config(format!(
+                "job '{job_id}' is starting and does not take requests yet; try again in a moment"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

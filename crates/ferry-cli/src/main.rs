@@ -84,6 +84,11 @@ struct RunArgs {
     /// Directory of checkpoints (default with --job-id: $FERRY_HOME/checkpoints).
     #[arg(long, env = "FERRY_CHECKPOINT_DIR")]
     checkpoint_dir: Option<PathBuf>,
+    /// Start the job anew, deliberately: its old checkpoint history is moved, untouched,
+    /// into `discarded-<time>/` of the job directory, and its sources read from the
+    /// beginning. Needed when none of its checkpoints is intact.
+    #[arg(long)]
+    from_scratch: bool,
     /// Spark master URL with `--engine spark` (default `local[*]`).
     #[arg(long)]
     master: Option<String>,
@@ -178,6 +183,11 @@ fn now_secs() -> u64 {
 }
 
 fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
+    if args.from_scratch && args.job_id.is_none() && args.checkpoint_dir.is_none() {
+        return Err(FerryError::config(
+            "--from-scratch sets a job's checkpoints aside: give the job's --job-id (and --checkpoint-dir)",
+        ));
+    }
     if args.engine == Engine::Spark {
         return spark::run(&args);
     }
@@ -192,7 +202,19 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
             let lock = JobLock::acquire(&ferry_checkpoint::job_dir(&dir, &id)?, &id)?;
             // Whether a changed job file may resume is decided against the latest
             // checkpoint, when the engine restores it.
-            let store = FileStore::open(&dir, &id, &plan.fingerprint, plan.checkpoint.retained)?;
+            let mut store =
+                FileStore::open(&dir, &id, &plan.fingerprint, plan.checkpoint.retained)?;
+            if args.from_scratch {
+                match store.discard_history()? {
+                    Some(aside) => eprintln!(
+                        "ferry: --from-scratch: job '{id}' starts anew; its old checkpoints are in {}",
+                        aside.display()
+                    ),
+                    None => eprintln!(
+                        "ferry: --from-scratch: job '{id}' has no checkpoints to set aside"
+                    ),
+                }
+            }
             store.fingerprint()?;
             (Some(store), Some(lock))
         }
@@ -217,11 +239,13 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
             });
         }
     };
-    state(&file_store, JobState::Running, None);
+    // A request left over from an earlier run goes before the state says running: one
+    // sent once it does (`ferry savepoint` right after start) must not be lost.
     let control_file = file_store.as_ref().map(|s| s.root().join("control"));
     if let Some(c) = &control_file {
         let _ = std::fs::remove_file(c);
     }
+    state(&file_store, JobState::Running, None);
     let watcher = watch_stop_requests(stop.clone(), control_file)?;
     let metrics = Arc::new(Metrics::default());
     let progress = start_progress(metrics.clone());

@@ -45,6 +45,9 @@ fn command(args: &RunArgs) -> Result<Command, FerryError> {
     if let Some(id) = &args.job_id {
         c.arg("--job-id").arg(id);
     }
+    if args.from_scratch {
+        c.arg("--from-scratch");
+    }
     if args.job_id.is_some() || args.checkpoint_dir.is_some() {
         c.arg("--checkpoint-dir")
             .arg(crate::checkpoint_dir_or_default(

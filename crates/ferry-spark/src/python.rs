@@ -455,23 +455,35 @@ impl JobDirLock {
 }
 
 /// Creates or reopens the directory of the job `spec` describes under `dir` (where Spark's
-/// checkpoint locations live) and takes its lock; returns its path, the compatible changes
-/// of the job file since the job last ran there, and the lock, to hold while the job runs.
-/// Fails naming the holder when another run of the job holds the directory.
+/// checkpoint locations live) and takes its lock; with `from_scratch`, sets the job's old
+/// history aside first. Returns its path, the compatible changes of the job file since the
+/// job last ran there, where the old history went (or `None`), and the lock, to hold while
+/// the job runs. Fails naming the holder when another run of the job holds the directory.
 #[pyfunction]
-fn open_job_dir(dir: &str, spec: &str) -> PyResult<(String, Vec<String>, JobDirLock)> {
+#[pyo3(signature = (dir, spec, from_scratch = false))]
+fn open_job_dir(
+    dir: &str,
+    spec: &str,
+    from_scratch: bool,
+) -> PyResult<(String, Vec<String>, Option<String>, JobDirLock)> {
     let j = job(spec)?;
-    let (root, changes, held) = state::open_job_dir(
+    let opened = state::open_job_dir(
         Path::new(dir),
         &j.plan.job.job_id,
         &j.plan.fingerprint,
         &j.plan.layout,
+        from_scratch,
     )
     .map_err(err)?;
     let held = JobDirLock {
-        lock: Mutex::new(Some(held)),
+        lock: Mutex::new(Some(opened.lock)),
     };
-    Ok((root.display().to_string(), changes, held))
+    Ok((
+        opened.root.display().to_string(),
+        opened.changes,
+        opened.discarded.map(|p| p.display().to_string()),
+        held,
+    ))
 }
 
 /// Writes the `state` file `ferry jobs` reads.
