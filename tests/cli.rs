@@ -231,3 +231,26 @@ fn connectors_lists_plugins_and_their_options() {
     let out = ferry().args(["connectors", "Nope"]).output().unwrap();
     assert!(!out.status.success());
 }
+
+/// Logs written to a pipe (or a file) carry no terminal colour codes: colour only when
+/// stderr is a terminal (and `NO_COLOR` is unset, which a unit test of the decision covers).
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    // An unknown env key is kept, with a warning: a log line.
+    let job = write(
+        dir.path(),
+        "warn.conf",
+        &GOOD.replace(
+            "env { job.mode = \"BATCH\" }",
+            "env { job.mode = \"BATCH\", my.own.key = 1 }",
+        ),
+    );
+    let (ok, _, err) = run(&job, &[]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("unknown key 'my.own.key'"),
+        "no warning: {err}"
+    );
+    assert!(!err.contains('\x1b'), "colour codes in piped logs: {err:?}");
+}
