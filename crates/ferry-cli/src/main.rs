@@ -5,7 +5,7 @@ mod registry;
 mod spark;
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -49,10 +49,22 @@ enum Command {
     Cancel(ControlArgs),
 }
 
+/// The job file: `ferry run job.conf`, or SeaTunnel's `-c/--config job.conf` (one of the two).
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+struct JobFile {
+    /// The job file (HOCON `.conf` or `.json`).
+    #[arg(value_name = "JOB")]
+    job: Option<PathBuf>,
+    /// The job file, as SeaTunnel's `seatunnel.sh --config FILE` spells it (instead of JOB).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
 #[derive(clap::Args, Debug)]
 struct JobArgs {
-    /// The job file.
-    job: PathBuf,
+    #[command(flatten)]
+    file: JobFile,
     /// A user variable for `${name}` in the job file (repeatable): `-i name=value`.
     #[arg(short = 'i', long = "variable", value_name = "NAME=VALUE")]
     variables: Vec<String>,
@@ -89,9 +101,26 @@ struct RunArgs {
     /// beginning. Needed when none of its checkpoints is intact.
     #[arg(long)]
     from_scratch: bool,
-    /// Spark master URL with `--engine spark` (default `local[*]`).
-    #[arg(long)]
+    /// As SeaTunnel's `-m/--master`. With `--engine spark`: the Spark master URL (default
+    /// `local[*]`). On the embedded engine: `local` (SeaTunnel's `cluster` runs here too,
+    /// with a notice: there is no cluster to submit to).
+    #[arg(long, short = 'm', value_name = "MASTER")]
     master: Option<String>,
+}
+
+impl JobArgs {
+    /// The job file, given as JOB or with `-c/--config` (clap ensures one of them).
+    fn path(&self) -> Result<&Path, FerryError> {
+        self.file
+            .job
+            .as_deref()
+            .or(self.file.config.as_deref())
+            .ok_or_else(|| {
+                FerryError::config(
+                    "no job file: give it as `ferry run FILE` or with -c/--config FILE",
+                )
+            })
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -156,7 +185,7 @@ fn parse_vars(vars: &[String]) -> Result<Vec<(String, String)>, FerryError> {
 
 fn load_plan(args: &JobArgs, job_id: Option<String>) -> Result<ferry_engine::JobPlan, FerryError> {
     let vars = parse_vars(&args.variables)?;
-    let job = ferry_config::load_job(&args.job, &vars)?;
+    let job = ferry_config::load_job(args.path()?, &vars)?;
     for w in &job.warnings {
         tracing::warn!("{w}");
     }
@@ -173,7 +202,7 @@ fn load_plan(args: &JobArgs, job_id: Option<String>) -> Result<ferry_engine::Job
 fn check(args: JobArgs) -> Result<ExitCode, FerryError> {
     let plan = load_plan(&args, None)?;
     print!("{}", plan.describe());
-    println!("{}: OK", args.job.display());
+    println!("{}: OK", args.path()?.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -203,6 +232,7 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
     if args.engine == Engine::Spark {
         return spark::run(&args);
     }
+    embedded_master(args.master.as_deref())?;
     let plan = load_plan(&args.job, args.job_id.clone())?;
     // The lock is held until this function returns (or the process dies): one run per
     // job directory, taken before anything in the directory changes.
@@ -310,6 +340,23 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
             state(&file_store, JobState::Failed, last);
             Err(e)
         }
+    }
+}
+
+/// SeaTunnel's `-m/--master` on the embedded engine: `local` is what it is; `cluster`
+/// (SeaTunnel's default, submitting to a running cluster) runs here as well, said so, so
+/// that scripts written for `seatunnel.sh` carry over; anything else is a Spark master.
+fn embedded_master(master: Option<&str>) -> Result<(), FerryError> {
+    match master {
+        None => Ok(()),
+        Some(m) if m.eq_ignore_ascii_case("local") => Ok(()),
+        Some(m) if m.eq_ignore_ascii_case("cluster") => {
+            eprintln!("ferry: -m cluster: Ferry has no SeaTunnel cluster to submit to; running the job on the embedded engine, in this process");
+            Ok(())
+        }
+        Some(m) => Err(FerryError::config(format!(
+            "-m/--master '{m}': the embedded engine takes `local` (or SeaTunnel's `cluster`); for a Spark master URL add --engine spark"
+        ))),
     }
 }
 
