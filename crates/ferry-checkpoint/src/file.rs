@@ -149,9 +149,11 @@ impl FileStore {
     /// untouched, and creates an empty history. Returns where it went, or `None` when there
     /// was no checkpoint to set aside. The caller must hold the job's lock.
     pub fn discard_history(&mut self) -> Result<Option<PathBuf>> {
+        // A damaged `metadata` alone is history too: it would stop every run.
         let has_history = !self.ids("offsets").is_empty()
             || !self.ids("commits").is_empty()
-            || fs::read_dir(self.root.join("sources")).is_ok_and(|mut rd| rd.next().is_some());
+            || fs::read_dir(self.root.join("sources")).is_ok_and(|mut rd| rd.next().is_some())
+            || self.fingerprint().is_err();
         if !has_history {
             return Ok(None);
         }
@@ -538,6 +540,11 @@ mod tests {
         // A second fresh start in the same second gets a folder of its own.
         let again = s.discard_history().unwrap().unwrap();
         assert_ne!(again, aside);
+        // A damaged `metadata` alone is set aside too.
+        corrupt(&dir.path().join("job/metadata"));
+        assert!(s.fingerprint().is_err());
+        assert!(s.discard_history().unwrap().is_some());
+        assert_eq!(s.fingerprint().unwrap(), "f");
     }
 
     #[test]
