@@ -277,3 +277,86 @@ fn connectors_lists_plugins_and_their_options() {
     let out = ferry().args(["connectors", "Nope"]).output().unwrap();
     assert!(!out.status.success());
 }
+
+/// Logs written to a pipe (or a file) carry no terminal colour codes: colour only when
+/// stderr is a terminal (and `NO_COLOR` is unset, which a unit test of the decision covers).
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    // An unknown env key is kept, with a warning: a log line.
+    let job = write(
+        dir.path(),
+        "warn.conf",
+        &GOOD.replace(
+            "env { job.mode = \"BATCH\" }",
+            "env { job.mode = \"BATCH\", my.own.key = 1 }",
+        ),
+    );
+    let (ok, _, err) = run(&job, &[]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("unknown key 'my.own.key'"),
+        "no warning: {err}"
+    );
+    assert!(!err.contains('\x1b'), "colour codes in piped logs: {err:?}");
+}
+
+fn run_args(args: &[&str]) -> (bool, String) {
+    let out = ferry().args(args).output().expect("ferry runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// SeaTunnel's command line carries over: `seatunnel.sh --config job.conf -m local -i k=v`.
+#[test]
+fn seatunnel_flags_name_the_job_file_and_the_master() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(dir.path(), "good.conf", GOOD);
+    let job = job.to_str().unwrap();
+    for args in [
+        vec!["run", "-c", job, "-m", "local", "-i", "unused=1"],
+        vec!["run", "--config", job, "--master", "local"],
+        vec!["run", job],
+    ] {
+        let (ok, err) = run_args(&args);
+        assert!(ok, "{args:?}: {err}");
+        assert!(err.contains("read 20 [fake=20]"), "{args:?}: {err}");
+    }
+    let out = ferry().args(["check", "-c", job]).output().unwrap();
+    assert!(out.status.success());
+
+    // SeaTunnel's default, submitting to its cluster: run here, and say so.
+    let (ok, err) = run_args(&["run", "-c", job, "-m", "cluster"]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("-m cluster: Ferry has no SeaTunnel cluster to submit to; running the job on the embedded engine"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_job_file_given_twice_or_a_spark_master_without_spark_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(dir.path(), "good.conf", GOOD);
+    let job = job.to_str().unwrap();
+    let (ok, err) = run_args(&["run", job, "-c", job]);
+    assert!(!ok);
+    assert!(
+        err.contains("the argument '[JOB]' cannot be used with '--config <FILE>'"),
+        "{err}"
+    );
+    let (ok, err) = run_args(&["run"]);
+    assert!(!ok);
+    assert!(err.contains("<JOB|--config <FILE>>"), "{err}");
+    let (ok, err) = run_args(&["run", "-c", job, "-m", "spark://h:7077"]);
+    assert!(!ok);
+    assert!(
+        err.contains("error: -m/--master 'spark://h:7077': the embedded engine takes `local` (or SeaTunnel's `cluster`); for a Spark master URL add --engine spark"),
+        "{err}"
+    );
+    let (ok, err) = run_args(&["run", "-c", job, "--engine", "spark", "-m", "cluster"]);
+    assert!(!ok);
+    assert!(err.contains("-m cluster"), "{err}");
+}

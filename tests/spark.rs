@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::{
-    cases, conformance_dir, eventually, ferry, prepare, request_savepoint, rewrite_paths,
-    start_job, stderr_of, visible_lines, wait_for, wait_running, Case,
+    cases, conformance_dir, eventually, ferry, jobs_line, prepare, request_savepoint,
+    rewrite_paths, start_job, stderr_of, visible_lines, wait_for, wait_running, Case,
 };
 
 /// One Spark session at a time: two JVMs on a small machine make both slow.
@@ -293,6 +293,83 @@ fn a_job_file_error_is_reported_before_spark_starts() {
     );
     assert!(!err.contains("session started"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+/// Starts `ferry run JOB --engine spark --job-id ID` in a process group of its own, so that
+/// [`kill_group`] can kill the driver, its JVM and its Python workers together.
+fn start_spark_group(job: &Path, job_id: &str, ckpt: &Path) -> Child {
+    use std::os::unix::process::CommandExt;
+    ferry()
+        .arg("run")
+        .arg(job)
+        .args(["--engine", "spark", "--job-id", job_id, "--checkpoint-dir"])
+        .arg(ckpt)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("ferry starts")
+}
+
+/// SIGKILL to the whole process group of `child` (see [`start_spark_group`]).
+fn kill_group(child: &mut Child) {
+    let status = Command::new("kill")
+        .args(["-KILL", "--"])
+        .arg(format!("-{}", child.id()))
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill failed");
+    let _ = wait_for(child, Duration::from_secs(30), "the killed driver");
+}
+
+/// One run per job id on Spark: the driver holds the job directory's lock from before its
+/// Spark session starts, so a second run is refused at once, naming it; after the first is
+/// killed with SIGKILL, a new run gets the lock. No micro-batch needs to run, so this costs
+/// little more than the JVMs' start.
+#[test]
+fn a_second_spark_run_of_a_running_job_is_refused_until_the_first_is_killed() {
+    let _one = serial();
+    let root = tempfile::tempdir().unwrap();
+    let job = root.path().join("j.conf");
+    std::fs::write(
+        &job,
+        "env { job.mode = STREAMING, checkpoint.interval = 1000 }\nsource { FakeSource { plugin_output = f, row.num = 10, schema = { fields { id = int } } } }\nsink { Blackhole {} }\n",
+    )
+    .unwrap();
+    let ckpt = root.path().join("ck");
+    let mut first = start_spark_group(&job, "stwice", &ckpt);
+    wait_running_spark("stwice", &ckpt);
+    let started = Instant::now();
+    let out = run_spark(
+        &[
+            "--job-id",
+            "stwice",
+            "--checkpoint-dir",
+            &ckpt.display().to_string(),
+        ],
+        &job,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the second run was accepted: {err}");
+    // `ferry run --engine spark` replaces itself with the driver: the same pid.
+    assert!(
+        err.contains(&format!(
+            "job 'stwice' is already running (pid {}, since ",
+            first.id()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("session started"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    kill_group(&mut first);
+    let line = jobs_line("stwice", &ckpt);
+    assert!(line.contains("CRASHED"), "{line}");
+    let mut third = start_spark_group(&job, "stwice", &ckpt);
+    wait_running_spark("stwice", &ckpt);
+    let line = jobs_line("stwice", &ckpt);
+    assert!(line.contains(&format!(" {} ", third.id())), "{line}");
+    kill_group(&mut third);
 }
 
 /// A small deterministic generator (xorshift64*), so every run kills at the same moments.

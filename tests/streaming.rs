@@ -8,8 +8,8 @@ use std::process::Child;
 use std::time::Duration;
 
 use common::{
-    conformance_dir, eventually, ferry, request_savepoint, rewrite_paths, start_job, stderr_of,
-    visible_lines, wait_for, wait_running,
+    conformance_dir, eventually, ferry, jobs_line, request_savepoint, rewrite_paths, start_job,
+    stderr_of, visible_lines, wait_for, wait_running,
 };
 
 fn start(job: &Path, job_id: &str, ckpt: &Path) -> Child {
@@ -235,4 +235,168 @@ fn on_idle_checkpoints_commit_each_arriving_file_without_waiting_for_the_interva
     let err = stderr_of(child);
     assert!(status.success(), "{err}");
     assert_eq!(ids(&output), (0..200).collect::<Vec<u32>>(), "{err}");
+}
+
+/// One run per job id: while a run holds the job's lock, a second run of the same id is
+/// refused at once, naming the first, and changes nothing; once the first is killed with
+/// SIGKILL (no chance to clean up), the kernel has released the lock and a new run resumes.
+#[test]
+fn a_second_run_of_a_running_job_is_refused_until_the_first_is_killed() {
+    let root = tempfile::tempdir().unwrap();
+    let job = root.path().join("j.conf");
+    std::fs::write(
+        &job,
+        "env { job.mode = STREAMING, checkpoint.interval = 300 }\nsource { FakeSource { plugin_output = f, row.num = 10, schema = { fields { id = int } } } }\nsink { Blackhole {} }\n",
+    )
+    .unwrap();
+    let ckpt = root.path().join("ck");
+    let mut first = start(&job, "twice", &ckpt);
+    wait_running("twice", &ckpt, "local", Duration::from_secs(30));
+    // A checkpoint exists, so a second run that got through would say it resumes.
+    let committed =
+        || std::fs::read_dir(ckpt.join("twice/commits")).map_or(0, |rd| rd.flatten().count());
+    assert!(
+        eventually(Duration::from_secs(30), || committed() > 0),
+        "no checkpoint"
+    );
+
+    let started = std::time::Instant::now();
+    let out = ferry()
+        .arg("run")
+        .arg(&job)
+        .args(["--job-id", "twice", "--checkpoint-dir"])
+        .arg(&ckpt)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the second run was accepted: {err}");
+    assert!(
+        err.contains(&format!(
+            "job 'twice' is already running (pid {}, since ",
+            first.id()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("resuming"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "refused after {:?}",
+        started.elapsed()
+    );
+    let line = jobs_line("twice", &ckpt);
+    assert!(
+        line.contains("RUNNING") && line.contains(&format!(" {} ", first.id())),
+        "{line}"
+    );
+
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let line = jobs_line("twice", &ckpt);
+    assert!(line.contains("CRASHED"), "{line}");
+
+    let mut third = start(&job, "twice", &ckpt);
+    wait_running("twice", &ckpt, "local", Duration::from_secs(30));
+    let line = jobs_line("twice", &ckpt);
+    assert!(line.contains(&format!(" {} ", third.id())), "{line}");
+    // `ferry savepoint` works while the run holds the lock.
+    request_savepoint("twice", &ckpt);
+    let status = wait_for(
+        &mut third,
+        Duration::from_secs(30),
+        "the run after the kill",
+    );
+    let err = stderr_of(third);
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("resuming job 'twice' from checkpoint"),
+        "{err}"
+    );
+}
+
+/// A job directory whose every checkpoint is damaged is refused, naming the files, instead
+/// of silently starting from scratch (its sources would replay everything into sinks that
+/// hold it already); `--from-scratch` starts anew deliberately, setting the old files aside.
+#[test]
+fn history_without_an_intact_checkpoint_is_refused_until_from_scratch() {
+    let root = tempfile::tempdir().unwrap();
+    let job = root.path().join("j.conf");
+    std::fs::write(
+        &job,
+        "env { job.mode = STREAMING, checkpoint.interval = 300 }\nsource { FakeSource { plugin_output = f, row.num = 10, schema = { fields { id = int } } } }\nsink { Blackhole {} }\n",
+    )
+    .unwrap();
+    let ckpt = root.path().join("ck");
+    let mut first = start(&job, "torn", &ckpt);
+    savepoint("torn", &ckpt);
+    let status = wait_for(&mut first, Duration::from_secs(30), "first run");
+    assert!(status.success(), "{}", stderr_of(first));
+
+    let offsets = ckpt.join("torn/offsets");
+    let mut damaged: Vec<String> = std::fs::read_dir(&offsets)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    damaged.sort();
+    assert!(!damaged.is_empty(), "the first run left no checkpoint");
+    for name in &damaged {
+        let p = offsets.join(name);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[3] ^= 0x20;
+        std::fs::write(&p, bytes).unwrap();
+    }
+
+    // Without the refusal the job would start afresh and run on: bounded wait.
+    let mut refused = start(&job, "torn", &ckpt);
+    let status = wait_for(&mut refused, Duration::from_secs(30), "the refused run");
+    let err = stderr_of(refused);
+    assert!(!status.success(), "started without its history: {err}");
+    assert!(
+        err.contains("error: job 'torn' has checkpoint history in")
+            && err.contains("but no intact checkpoint"),
+        "{err}"
+    );
+    for name in &damaged {
+        let file = offsets.join(name);
+        assert!(
+            err.contains(&format!("{}: corrupt (checksum mismatch)", file.display())),
+            "{name} not named: {err}"
+        );
+    }
+    assert!(
+        err.contains("--from-scratch") && err.contains("new --job-id"),
+        "{err}"
+    );
+
+    let mut fresh = start_job(&job, "torn", &ckpt, &["--from-scratch"]);
+    savepoint("torn", &ckpt);
+    let status = wait_for(&mut fresh, Duration::from_secs(30), "the run from scratch");
+    let err = stderr_of(fresh);
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("--from-scratch: job 'torn' starts anew; its old checkpoints are in"),
+        "{err}"
+    );
+    assert!(!err.contains("resuming"), "{err}");
+    // The damaged files are kept, as they were, beside the new history.
+    let aside: Vec<_> = std::fs::read_dir(ckpt.join("torn"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("discarded-"))
+        .collect();
+    assert_eq!(aside.len(), 1);
+    for name in &damaged {
+        assert!(
+            aside[0].path().join("offsets").join(name).exists(),
+            "{name}"
+        );
+    }
+    // The new history resumes normally.
+    let mut next = start(&job, "torn", &ckpt);
+    savepoint("torn", &ckpt);
+    let status = wait_for(&mut next, Duration::from_secs(30), "the run after");
+    let err = stderr_of(next);
+    assert!(status.success(), "{err}");
+    assert!(err.contains("resuming job 'torn' from checkpoint"), "{err}");
 }

@@ -34,6 +34,7 @@ def _args(argv):
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--job-id")
     p.add_argument("--checkpoint-dir", help="directory of job directories (Spark checkpoint locations)")
+    p.add_argument("--from-scratch", action="store_true", help="set the job's old history aside and start anew")
     p.add_argument("--manifest", help="run the BATCH jobs listed in this file in one session")
     a = p.parse_args(argv)
     if not a.job and not a.manifest:
@@ -306,10 +307,15 @@ def run_one(spark_holder, a):
     _say("job '%s' (%s) on Spark, delivery %s" % (plan["name"], plan["mode"], delivery))
     streaming = plan["mode"] == "STREAMING"
     job_dir = None
+    job_lock = None
     temp_dir = None
     if a.job_id or a.checkpoint_dir:
         base = a.checkpoint_dir or os.path.join(os.environ.get("FERRY_HOME", os.path.expanduser("~/.ferry")), "checkpoints")
-        job_dir, changes = _native.open_job_dir(base, spec)
+        # The job directory's lock, held until the run ends: a second run of the same job
+        # id fails here, before Spark starts (the kernel releases it if this process dies).
+        job_dir, changes, discarded, job_lock = _native.open_job_dir(base, spec, a.from_scratch)
+        if discarded:
+            _say("--from-scratch: job '%s' starts anew; its old history is in %s" % (plan["job_id"], discarded))
         for change in changes:
             _say("job file changed since the last run: " + change)
         _native.set_state(job_dir, plan["job_id"], "RUNNING", os.getpid())
@@ -333,6 +339,7 @@ def run_one(spark_holder, a):
     finally:
         if job_dir:
             _native.set_state(job_dir, plan["job_id"], final, os.getpid())
+            job_lock.release()
         if temp_dir:
             shutil.rmtree(temp_dir, ignore_errors=True)
     secs = time.monotonic() - started
@@ -350,7 +357,8 @@ def run_manifest(a):
     with open(a.manifest) as f:
         entries = [json.loads(l) for l in f if l.strip()]
     for e in entries:
-        one = argparse.Namespace(job=e["job"], variable=e.get("vars", []), parallelism=None, job_id=None, checkpoint_dir=None)
+        one = argparse.Namespace(job=e["job"], variable=e.get("vars", []), parallelism=None, job_id=None, checkpoint_dir=None,
+                                 from_scratch=False)
         started = time.monotonic()
         try:
             run_one(lambda _conf: spark, one)

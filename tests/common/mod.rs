@@ -186,9 +186,9 @@ pub fn start_job(job: &Path, job_id: &str, ckpt: &Path, extra: &[&str]) -> Child
         .expect("ferry starts")
 }
 
-/// Waits up to `limit` until `ferry jobs` lists `job_id` as RUNNING in a live process
-/// whose line also contains `engine` (a killed run's state file names a dead pid, which
-/// `ferry jobs` shows as DEAD).
+/// Waits up to `limit` until `ferry jobs` lists `job_id` as RUNNING (a process holds its
+/// lock) on a line that also contains `engine` (a killed run's state file still says
+/// running, but nobody holds the lock: `ferry jobs` shows it as CRASHED).
 pub fn wait_running(job_id: &str, ckpt: &Path, engine: &str, limit: Duration) {
     let running = eventually(limit, || {
         let out = ferry()
@@ -201,6 +201,20 @@ pub fn wait_running(job_id: &str, ckpt: &Path, engine: &str, limit: Duration) {
             .any(|l| l.starts_with(job_id) && l.contains("RUNNING") && l.contains(engine))
     });
     assert!(running, "job {job_id} never showed as running ({engine})");
+}
+
+/// The line of `job_id` in `ferry jobs --checkpoint-dir DIR`.
+pub fn jobs_line(job_id: &str, ckpt: &Path) -> String {
+    let out = ferry()
+        .args(["jobs", "--checkpoint-dir"])
+        .arg(ckpt)
+        .output()
+        .expect("ferry jobs runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(job_id))
+        .unwrap_or_else(|| panic!("no line for {job_id} in:\n{text}"))
+        .to_string()
 }
 
 /// `ferry savepoint ID --checkpoint-dir DIR`, which must succeed.

@@ -28,7 +28,7 @@ impl fmt::Display for Location {
 #[derive(Debug, thiserror::Error)]
 pub enum FerryError {
     /// The job file or command line is wrong: the user must fix it.
-    #[error("{location}: {}{message}{}", plugin_prefix(.plugin, .option), hint_suffix(.hint))]
+    #[error("{}{}{message}{}", location_prefix(.location), plugin_prefix(.plugin, .option), hint_suffix(.hint))]
     Config {
         /// File and line.
         location: Location,
@@ -63,6 +63,15 @@ pub enum FerryError {
     /// The job was cancelled.
     #[error("cancelled")]
     Cancelled,
+}
+
+/// `job.conf:7: `, or nothing for an error with no position (a command-line argument).
+fn location_prefix(location: &Location) -> String {
+    if location.file.is_empty() && location.line.is_none() {
+        String::new()
+    } else {
+        format!("{location}: ")
+    }
 }
 
 fn plugin_prefix(plugin: &Option<String>, option: &Option<String>) -> String {
@@ -179,6 +188,12 @@ mod tests {
             e.to_string(),
             "job.conf:7: source FakeSource: option 'row.nmu': unknown option (did you mean 'row.num'?)"
         );
+    }
+
+    #[test]
+    fn an_error_without_a_position_starts_with_its_message() {
+        let e = FerryError::config("-i x: expected NAME=VALUE");
+        assert_eq!(e.to_string(), "-i x: expected NAME=VALUE");
     }
 
     #[test]

@@ -7,13 +7,19 @@
 //!   sources/<source>/<N>/<reader> the splits reader <reader> of source <source> owned at N
 //!   commits/<N>                   written once the committers published N
 //!   state                         RUNNING / FINISHED / FAILED / … with the process id, for `ferry jobs`
+//!   lock                          locked by the running process (see [`crate::JobLock`])
+//!   discarded-<time>/             history set aside by [`FileStore::discard_history`]
 //! ```
 //!
 //! Every file is written to a temporary name, fsynced, renamed into place and its
 //! directory fsynced, so a crash leaves either the old or the new file. Every file ends
 //! with a CRC-32 trailer; a torn or corrupt checkpoint is skipped, with a warning naming
-//! the file, in favour of the previous one. Only the last `retained` committed
+//! the file, in favour of the previous one. When every checkpoint is damaged, [`latest`]
+//! refuses rather than report none: starting afresh would replay every source from the
+//! beginning into sinks that already hold its output. Only the last `retained` committed
 //! checkpoints are kept.
+//!
+//! [`latest`]: CheckpointStore::latest
 
 use std::fs;
 use std::io::Write;
@@ -81,10 +87,27 @@ struct Offsets {
     sinks: Vec<SinkState>,
 }
 
+/// The files and folders of a job directory that make up its checkpoint history: what
+/// [`FileStore::discard_history`] sets aside.
+const HISTORY: [&str; 4] = ["offsets", "commits", "sources", "metadata"];
+
+/// The directory of job `job_id` under the checkpoint directory `dir`; refuses an id that
+/// would name another place.
+pub fn job_dir(dir: &Path, job_id: &str) -> Result<PathBuf> {
+    if job_id.is_empty() || job_id.contains(['/', '\\']) || job_id.starts_with('.') {
+        return Err(FerryError::config(format!(
+            "invalid job id '{job_id}': use letters, digits, '-' and '_'"
+        )));
+    }
+    Ok(dir.join(job_id))
+}
+
 /// Checkpoints of one job in a directory.
 #[derive(Debug)]
 pub struct FileStore {
     root: PathBuf,
+    job_id: String,
+    fingerprint: String,
     retained: usize,
 }
 
@@ -93,30 +116,57 @@ impl FileStore {
     /// Creates the job's directory and `metadata` when absent; when present, `metadata`
     /// must be intact.
     pub fn open(dir: &Path, job_id: &str, fingerprint: &str, retained: usize) -> Result<Self> {
-        if job_id.is_empty() || job_id.contains(['/', '\\']) || job_id.starts_with('.') {
-            return Err(FerryError::config(format!(
-                "invalid job id '{job_id}': use letters, digits, '-' and '_'"
-            )));
-        }
-        let root = dir.join(job_id);
-        for sub in ["offsets", "commits", "sources"] {
-            fs::create_dir_all(root.join(sub))
-                .map_err(|e| FerryError::io("checkpoint", root.join(sub).display(), e))?;
-        }
         let store = FileStore {
-            root,
+            root: job_dir(dir, job_id)?,
+            job_id: job_id.to_string(),
+            fingerprint: fingerprint.to_string(),
             retained: retained.max(1),
         };
-        let meta = store.root.join("metadata");
+        store.create_layout()?;
+        Ok(store)
+    }
+
+    /// Creates the checkpoint folders and `metadata` where they are missing.
+    fn create_layout(&self) -> Result<()> {
+        for sub in ["offsets", "commits", "sources"] {
+            fs::create_dir_all(self.root.join(sub))
+                .map_err(|e| FerryError::io("checkpoint", self.root.join(sub).display(), e))?;
+        }
+        let meta = self.root.join("metadata");
         if !meta.exists() {
             let m = Metadata {
-                id: job_id.to_string(),
-                fingerprint: fingerprint.to_string(),
+                id: self.job_id.clone(),
+                fingerprint: self.fingerprint.clone(),
                 format: FORMAT_VERSION,
             };
             write_atomic(&meta, &to_json(&m)?)?;
         }
-        Ok(store)
+        Ok(())
+    }
+
+    /// Starts the job anew, deliberately: moves its checkpoint history (`offsets/`,
+    /// `commits/`, `sources/`, `metadata`) into `discarded-<time>/` of the job directory,
+    /// untouched, and creates an empty history. Returns where it went, or `None` when there
+    /// was no checkpoint to set aside. The caller must hold the job's lock.
+    pub fn discard_history(&mut self) -> Result<Option<PathBuf>> {
+        // A damaged `metadata` alone is history too: it would stop every run.
+        let has_history = !self.ids("offsets").is_empty()
+            || !self.ids("commits").is_empty()
+            || fs::read_dir(self.root.join("sources")).is_ok_and(|mut rd| rd.next().is_some())
+            || self.fingerprint().is_err();
+        if !has_history {
+            return Ok(None);
+        }
+        let aside = create_discard_dir(&self.root)?;
+        for name in HISTORY {
+            let from = self.root.join(name);
+            if from.exists() {
+                fs::rename(&from, aside.join(name))
+                    .map_err(|e| FerryError::io("checkpoint", from.display(), e))?;
+            }
+        }
+        self.create_layout()?;
+        Ok(Some(aside))
     }
 
     /// The job's directory.
@@ -257,14 +307,56 @@ impl CheckpointStore for FileStore {
 
     fn latest(&mut self) -> Result<Option<(CheckpointData, bool)>> {
         let committed = self.ids("commits");
+        let mut damaged = Vec::new();
         for id in self.ids("offsets").into_iter().rev() {
             match self.load(id) {
                 Ok(data) => return Ok(Some((data, committed.contains(&id)))),
-                Err(e) => tracing::warn!("skipping checkpoint {id}: {e}"),
+                Err(e) => {
+                    tracing::warn!("skipping checkpoint {id}: {e}");
+                    damaged.push(match e {
+                        FerryError::External { message, .. } => message,
+                        other => other.to_string(),
+                    });
+                }
             }
         }
-        Ok(None)
+        if damaged.is_empty() {
+            return Ok(None);
+        }
+        // History without one intact checkpoint: a fresh start would replay every source
+        // from the beginning, so it must be the user's decision.
+        damaged.reverse();
+        Err(FerryError::config(format!(
+            "job '{}' has checkpoint history in {} but no intact checkpoint: {}. Nothing can be resumed, and starting from scratch would read every source again from the beginning; to start anew deliberately, run with --from-scratch (moves the old checkpoints into {}/discarded-<time>/) or use a new --job-id",
+            self.job_id,
+            self.root.display(),
+            damaged.join("; "),
+            self.root.display()
+        )))
     }
+}
+
+/// Creates a new `discarded-<time>` folder in the job directory `root`, where a deliberate
+/// fresh start sets the old history aside.
+pub fn create_discard_dir(root: &Path) -> Result<PathBuf> {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+    for n in 0..100 {
+        let name = if n == 0 {
+            format!("discarded-{stamp}")
+        } else {
+            format!("discarded-{stamp}-{n}")
+        };
+        let p = root.join(name);
+        match fs::create_dir(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(FerryError::io("checkpoint", p.display(), e)),
+        }
+    }
+    Err(FerryError::external(
+        "checkpoint",
+        format!("{}: too many discarded-{stamp} folders", root.display()),
+    ))
 }
 
 fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
@@ -392,6 +484,67 @@ mod tests {
         assert_eq!(s.ids("offsets"), vec![4, 5]);
         assert_eq!(s.ids("commits"), vec![4, 5]);
         assert!(!dir.path().join("job/sources/0/3").exists());
+    }
+
+    fn corrupt(p: &Path) {
+        let mut bytes = fs::read(p).unwrap();
+        bytes[3] ^= 0x20;
+        fs::write(p, bytes).unwrap();
+    }
+
+    #[test]
+    fn history_without_an_intact_checkpoint_is_refused_naming_the_damaged_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open(dir.path(), "job", "f", 3).unwrap();
+        assert!(s.latest().unwrap().is_none(), "no history: a fresh start");
+        s.save(&data(1)).unwrap();
+        s.mark_committed(1).unwrap();
+        s.save(&data(2)).unwrap();
+        corrupt(&dir.path().join("job/offsets/1"));
+        let r = dir.path().join("job/sources/0/2/0");
+        fs::write(&r, b"{").unwrap();
+        let e = s.latest().unwrap_err();
+        assert!(e.is_user_error(), "{e}");
+        let e = e.to_string();
+        for needle in [
+            "job 'job' has checkpoint history in",
+            "but no intact checkpoint:",
+            "offsets/1: corrupt (checksum mismatch)",
+            "sources/0/2/0: corrupt (no checksum; truncated?)",
+            "--from-scratch",
+            "new --job-id",
+        ] {
+            assert!(e.contains(needle), "{needle} missing from: {e}");
+        }
+    }
+
+    #[test]
+    fn discarding_the_history_sets_it_aside_untouched_and_starts_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = FileStore::open(dir.path(), "job", "f", 3).unwrap();
+        assert_eq!(s.discard_history().unwrap(), None, "nothing to set aside");
+        s.save(&data(1)).unwrap();
+        s.mark_committed(1).unwrap();
+        corrupt(&dir.path().join("job/offsets/1"));
+        let before = fs::read(dir.path().join("job/offsets/1")).unwrap();
+        let aside = s.discard_history().unwrap().unwrap();
+        assert!(aside.starts_with(dir.path().join("job")), "{aside:?}");
+        let name = aside.file_name().unwrap().to_string_lossy().to_string();
+        assert!(name.starts_with("discarded-"), "{name}");
+        assert_eq!(fs::read(aside.join("offsets/1")).unwrap(), before);
+        assert!(aside.join("commits/1").exists() && aside.join("metadata").exists());
+        assert!(s.latest().unwrap().is_none());
+        assert_eq!(s.fingerprint().unwrap(), "f");
+        s.save(&data(1)).unwrap();
+        assert_eq!(s.latest().unwrap().unwrap().0.id, 1);
+        // A second fresh start in the same second gets a folder of its own.
+        let again = s.discard_history().unwrap().unwrap();
+        assert_ne!(again, aside);
+        // A damaged `metadata` alone is set aside too.
+        corrupt(&dir.path().join("job/metadata"));
+        assert!(s.fingerprint().is_err());
+        assert!(s.discard_history().unwrap().is_some());
+        assert_eq!(s.fingerprint().unwrap(), "f");
     }
 
     #[test]

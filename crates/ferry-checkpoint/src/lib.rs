@@ -9,14 +9,21 @@
 //! It is stored before the committers publish those commits, and marked committed
 //! after; a restart re-publishes a stored but unmarked checkpoint (committers are
 //! idempotent).
+//!
+//! A job directory is used by one run at a time: [`JobLock`] is the OS file lock that
+//! ensures it, on both engines.
 
 mod data;
 mod file;
 mod layout;
+mod lock;
 
 pub use data::{CheckpointData, SinkState, SourceState};
-pub use file::{read_checked, write_atomic, FileStore, JobInfo, JobState};
+pub use file::{
+    create_discard_dir, job_dir, read_checked, write_atomic, FileStore, JobInfo, JobState,
+};
 pub use layout::{hash_options, JobLayout, NodeLayout};
+pub use lock::{format_utc, lock_status, JobLock, LockHolder, LockStatus, LOCK_FILE};
 
 use ferry_api::Result;
 

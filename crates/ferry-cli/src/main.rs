@@ -1,5 +1,6 @@
 //! `ferry`: runs Apache SeaTunnel job files on Ferry's embedded engine.
 
+mod jobs;
 mod registry;
 mod spark;
 
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use ferry_api::{FerryError, OptionSpec};
-use ferry_checkpoint::{CheckpointStore, FileStore, JobInfo, JobState, MemoryStore};
+use ferry_checkpoint::{CheckpointStore, FileStore, JobInfo, JobLock, JobState, MemoryStore};
 use ferry_engine::{build_plan, Metrics, PlanOptions, RunOutcome, StopHandle};
 
 /// Ferry moves data between systems, in batch and streaming, from SeaTunnel job files.
@@ -34,7 +35,9 @@ enum Command {
         /// A plugin name (any case).
         name: Option<String>,
     },
-    /// List the jobs in a checkpoint directory with their state and last checkpoint.
+    /// List the jobs in a checkpoint directory with their state and last checkpoint:
+    /// RUNNING while a process holds the job's lock (with its pid and start time), CRASHED
+    /// when the state says running but nobody holds the lock.
     Jobs {
         /// Checkpoint directory (default: $FERRY_HOME/checkpoints, FERRY_HOME defaulting to ~/.ferry).
         #[arg(long, env = "FERRY_CHECKPOINT_DIR")]
@@ -46,10 +49,22 @@ enum Command {
     Cancel(ControlArgs),
 }
 
+/// The job file: `ferry run job.conf`, or SeaTunnel's `-c/--config job.conf` (one of the two).
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+struct JobFile {
+    /// The job file (HOCON `.conf` or `.json`).
+    #[arg(value_name = "JOB")]
+    job: Option<PathBuf>,
+    /// The job file, as SeaTunnel's `seatunnel.sh --config FILE` spells it (instead of JOB).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
 #[derive(clap::Args, Debug)]
 struct JobArgs {
-    /// The job file.
-    job: PathBuf,
+    #[command(flatten)]
+    file: JobFile,
     /// A user variable for `${name}` in the job file (repeatable): `-i name=value`.
     #[arg(short = 'i', long = "variable", value_name = "NAME=VALUE")]
     variables: Vec<String>,
@@ -74,15 +89,38 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "local")]
     engine: Engine,
     /// The job's id: checkpoints are kept under it and a rerun with the same id resumes
-    /// from its latest checkpoint. `-r ID` is SeaTunnel's spelling.
+    /// from its latest checkpoint; one run per id at a time (a second is refused while the
+    /// first holds the job directory's lock). `-r ID` is SeaTunnel's spelling.
     #[arg(long, short = 'r', visible_alias = "restore")]
     job_id: Option<String>,
     /// Directory of checkpoints (default with --job-id: $FERRY_HOME/checkpoints).
     #[arg(long, env = "FERRY_CHECKPOINT_DIR")]
     checkpoint_dir: Option<PathBuf>,
-    /// Spark master URL with `--engine spark` (default `local[*]`).
+    /// Start the job anew, deliberately: its old checkpoint history is moved, untouched,
+    /// into `discarded-<time>/` of the job directory, and its sources read from the
+    /// beginning. Needed when none of its checkpoints is intact.
     #[arg(long)]
+    from_scratch: bool,
+    /// As SeaTunnel's `-m/--master`. With `--engine spark`: the Spark master URL (default
+    /// `local[*]`). On the embedded engine: `local` (SeaTunnel's `cluster` runs here too,
+    /// with a notice: there is no cluster to submit to).
+    #[arg(long, short = 'm', value_name = "MASTER")]
     master: Option<String>,
+}
+
+impl JobArgs {
+    /// The job file, given as JOB or with `-c/--config` (clap ensures one of them).
+    fn path(&self) -> Result<&Path, FerryError> {
+        self.file
+            .job
+            .as_deref()
+            .or(self.file.config.as_deref())
+            .ok_or_else(|| {
+                FerryError::config(
+                    "no job file: give it as `ferry run FILE` or with -c/--config FILE",
+                )
+            })
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -101,9 +139,9 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::Check(args) => check(args),
         Command::Connectors { name } => connectors(name.as_deref()),
-        Command::Jobs { checkpoint_dir } => jobs(&checkpoint_dir_or_default(checkpoint_dir)),
-        Command::Savepoint(args) => control(args, "savepoint"),
-        Command::Cancel(args) => control(args, "cancel"),
+        Command::Jobs { checkpoint_dir } => jobs::list(&checkpoint_dir_or_default(checkpoint_dir)),
+        Command::Savepoint(args) => jobs::control(args, "savepoint"),
+        Command::Cancel(args) => jobs::control(args, "cancel"),
     };
     match result {
         Ok(code) => code,
@@ -117,11 +155,23 @@ fn main() -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let colour = log_colours(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_target(false)
         .try_init();
+}
+
+/// Whether log lines carry colour codes: only on a terminal (a file or a pipe gets plain
+/// text), and never when `NO_COLOR` is set to anything but the empty string
+/// (<https://no-color.org>).
+fn log_colours(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 fn parse_vars(vars: &[String]) -> Result<Vec<(String, String)>, FerryError> {
@@ -135,7 +185,7 @@ fn parse_vars(vars: &[String]) -> Result<Vec<(String, String)>, FerryError> {
 
 fn load_plan(args: &JobArgs, job_id: Option<String>) -> Result<ferry_engine::JobPlan, FerryError> {
     let vars = parse_vars(&args.variables)?;
-    let job = ferry_config::load_job(&args.job, &vars)?;
+    let job = ferry_config::load_job(args.path()?, &vars)?;
     for w in &job.warnings {
         tracing::warn!("{w}");
     }
@@ -152,7 +202,7 @@ fn load_plan(args: &JobArgs, job_id: Option<String>) -> Result<ferry_engine::Job
 fn check(args: JobArgs) -> Result<ExitCode, FerryError> {
     let plan = load_plan(&args, None)?;
     print!("{}", plan.describe());
-    println!("{}: OK", args.job.display());
+    println!("{}: OK", args.path()?.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -174,10 +224,43 @@ fn now_secs() -> u64 {
 }
 
 fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
+    if args.from_scratch && args.job_id.is_none() && args.checkpoint_dir.is_none() {
+        return Err(FerryError::config(
+            "--from-scratch sets a job's checkpoints aside: give the job's --job-id (and --checkpoint-dir)",
+        ));
+    }
     if args.engine == Engine::Spark {
         return spark::run(&args);
     }
+    embedded_master(args.master.as_deref())?;
     let plan = load_plan(&args.job, args.job_id.clone())?;
+    // The lock is held until this function returns (or the process dies): one run per
+    // job directory, taken before anything in the directory changes.
+    let (mut file_store, _job_lock) = match (&args.job_id, &args.checkpoint_dir) {
+        (None, None) => (None, None),
+        _ => {
+            let dir = checkpoint_dir_or_default(args.checkpoint_dir.clone());
+            let id = plan.job.job_id.clone();
+            let lock = JobLock::acquire(&ferry_checkpoint::job_dir(&dir, &id)?, &id)?;
+            // Whether a changed job file may resume is decided against the latest
+            // checkpoint, when the engine restores it.
+            let mut store =
+                FileStore::open(&dir, &id, &plan.fingerprint, plan.checkpoint.retained)?;
+            if args.from_scratch {
+                match store.discard_history()? {
+                    Some(aside) => eprintln!(
+                        "ferry: --from-scratch: job '{id}' starts anew; its old checkpoints are in {}",
+                        aside.display()
+                    ),
+                    None => eprintln!(
+                        "ferry: --from-scratch: job '{id}' has no checkpoints to set aside"
+                    ),
+                }
+            }
+            store.fingerprint()?;
+            (Some(store), Some(lock))
+        }
+    };
     eprintln!(
         "ferry: job '{}' ({}), delivery {}",
         plan.job.job_name,
@@ -185,18 +268,6 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
         plan.delivery
     );
     let stop = StopHandle::default();
-    let mut file_store = match (&args.job_id, &args.checkpoint_dir) {
-        (None, None) => None,
-        _ => {
-            let dir = checkpoint_dir_or_default(args.checkpoint_dir.clone());
-            let id = plan.job.job_id.clone();
-            // Whether a changed job file may resume is decided against the latest
-            // checkpoint, when the engine restores it.
-            let store = FileStore::open(&dir, &id, &plan.fingerprint, plan.checkpoint.retained)?;
-            store.fingerprint()?;
-            Some(store)
-        }
-    };
     let mut memory_store = MemoryStore::default();
     let state = |store: &Option<FileStore>, s: JobState, last: Option<u64>| {
         if let Some(fs) = store {
@@ -210,11 +281,13 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
             });
         }
     };
-    state(&file_store, JobState::Running, None);
+    // A request left over from an earlier run goes before the state says running: one
+    // sent once it does (`ferry savepoint` right after start) must not be lost.
     let control_file = file_store.as_ref().map(|s| s.root().join("control"));
     if let Some(c) = &control_file {
         let _ = std::fs::remove_file(c);
     }
+    state(&file_store, JobState::Running, None);
     let watcher = watch_stop_requests(stop.clone(), control_file)?;
     let metrics = Arc::new(Metrics::default());
     let progress = start_progress(metrics.clone());
@@ -267,6 +340,23 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
             state(&file_store, JobState::Failed, last);
             Err(e)
         }
+    }
+}
+
+/// SeaTunnel's `-m/--master` on the embedded engine: `local` is what it is; `cluster`
+/// (SeaTunnel's default, submitting to a running cluster) runs here as well, said so, so
+/// that scripts written for `seatunnel.sh` carry over; anything else is a Spark master.
+fn embedded_master(master: Option<&str>) -> Result<(), FerryError> {
+    match master {
+        None => Ok(()),
+        Some(m) if m.eq_ignore_ascii_case("local") => Ok(()),
+        Some(m) if m.eq_ignore_ascii_case("cluster") => {
+            eprintln!("ferry: -m cluster: Ferry has no SeaTunnel cluster to submit to; running the job on the embedded engine, in this process");
+            Ok(())
+        }
+        Some(m) => Err(FerryError::config(format!(
+            "-m/--master '{m}': the embedded engine takes `local` (or SeaTunnel's `cluster`); for a Spark master URL add --engine spark"
+        ))),
     }
 }
 
@@ -370,60 +460,6 @@ fn start_progress(metrics: Arc<Metrics>) -> Arc<AtomicBool> {
     done
 }
 
-fn jobs(dir: &Path) -> Result<ExitCode, FerryError> {
-    let mut rows = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            if let Ok(info) = FileStore::read_state(&e.path()) {
-                rows.push(info);
-            }
-        }
-    }
-    rows.sort_by(|a, b| a.job_id.cmp(&b.job_id));
-    println!(
-        "{:<24} {:<10} {:<7} {:>8} {:>15}",
-        "JOB ID", "STATE", "ENGINE", "PID", "LAST CHECKPOINT"
-    );
-    for r in rows {
-        let state = match r.state {
-            JobState::Running if !process_alive(r.pid) => "DEAD".to_string(),
-            s => format!("{s:?}").to_uppercase(),
-        };
-        let last = r
-            .last_checkpoint
-            .map(|c| c.to_string())
-            .unwrap_or_else(|| "-".into());
-        println!(
-            "{:<24} {:<10} {:<7} {:>8} {:>15}",
-            r.job_id, state, r.engine, r.pid, last
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn process_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-fn control(args: ControlArgs, what: &str) -> Result<ExitCode, FerryError> {
-    let dir = checkpoint_dir_or_default(args.checkpoint_dir).join(&args.job_id);
-    let info = FileStore::read_state(&dir).map_err(|_| {
-        FerryError::config(format!("no job '{}' in {}", args.job_id, dir.display()))
-    })?;
-    if info.state != JobState::Running || !process_alive(info.pid) {
-        return Err(FerryError::config(format!(
-            "job '{}' is not running (state {:?})",
-            args.job_id, info.state
-        )));
-    }
-    ferry_checkpoint::write_control(&dir, what)?;
-    println!(
-        "ferry: asked job '{}' (pid {}) to {what}",
-        args.job_id, info.pid
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
 fn connectors(name: Option<&str>) -> Result<ExitCode, FerryError> {
     let reg = registry::builtin();
     match name {
@@ -489,4 +525,19 @@ fn connectors(name: Option<&str>) -> Result<ExitCode, FerryError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colours;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        assert!(log_colours(true, None));
+        assert!(log_colours(true, Some(OsStr::new(""))));
+        assert!(!log_colours(true, Some(OsStr::new("1"))));
+        assert!(!log_colours(false, None));
+        assert!(!log_colours(false, Some(OsStr::new(""))));
+    }
 }

@@ -32,7 +32,7 @@ pub fn python() -> Result<PathBuf, FerryError> {
 fn command(args: &RunArgs) -> Result<Command, FerryError> {
     let py = python()?;
     let mut c = Command::new(&py);
-    c.args(["-m", "ferry_spark"]).arg(&args.job.job);
+    c.args(["-m", "ferry_spark"]).arg(args.job.path()?);
     for v in &args.job.variables {
         c.arg("-i").arg(v);
     }
@@ -44,6 +44,9 @@ fn command(args: &RunArgs) -> Result<Command, FerryError> {
     }
     if let Some(id) = &args.job_id {
         c.arg("--job-id").arg(id);
+    }
+    if args.from_scratch {
+        c.arg("--from-scratch");
     }
     if args.job_id.is_some() || args.checkpoint_dir.is_some() {
         c.arg("--checkpoint-dir")
@@ -60,6 +63,14 @@ fn command(args: &RunArgs) -> Result<Command, FerryError> {
 /// Runs the job on Spark; returns only when the driver could not be started.
 pub fn run(args: &RunArgs) -> Result<ExitCode, FerryError> {
     crate::parse_vars(&args.job.variables)?;
+    if let Some(m) = &args.master {
+        // SeaTunnel's Zeta spelling is no Spark master URL; Spark's own error would not say why.
+        if m.eq_ignore_ascii_case("cluster") {
+            return Err(FerryError::config(
+                "-m cluster is SeaTunnel's cluster mode; with --engine spark, -m/--master is the Spark master URL (spark://HOST:PORT, yarn, k8s://…, local[N])",
+            ));
+        }
+    }
     let mut c = command(args)?;
     #[cfg(unix)]
     {
@@ -87,15 +98,17 @@ mod tests {
     #[test]
     fn the_driver_gets_the_job_its_variables_and_where_checkpoints_go() {
         std::env::set_var("FERRY_SPARK_PYTHON", "/opt/py/bin/python");
+        // SeaTunnel's spellings: -c for the job file, -m for the master.
         let cli = crate::Cli::parse_from([
             "ferry",
             "run",
+            "-c",
             "j.conf",
             "--engine",
             "spark",
             "-i",
             "a=1",
-            "--master",
+            "-m",
             "local[2]",
             "--job-id",
             "x",

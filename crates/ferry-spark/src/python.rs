@@ -438,20 +438,52 @@ fn abort(spec: &str, sink: usize, checkpoint_id: u64, infos_json: Vec<String>) -
     crate::sink::abort(&j, sink, checkpoint_id, infos(infos_json)?).map_err(err)
 }
 
+/// The lock of a job directory ([`ferry_checkpoint::JobLock`]), held by the driver for its
+/// whole run; released by `release()`, or by the kernel when the driver's process ends.
+#[pyclass(module = "ferry_spark._native")]
+struct JobDirLock {
+    lock: Mutex<Option<ferry_checkpoint::JobLock>>,
+}
+
+#[pymethods]
+impl JobDirLock {
+    /// Lets the lock go (the run is over).
+    fn release(&self) -> PyResult<()> {
+        lock(&self.lock)?.take();
+        Ok(())
+    }
+}
+
 /// Creates or reopens the directory of the job `spec` describes under `dir` (where Spark's
-/// checkpoint locations live); returns its path and the compatible changes of the job file
-/// since the job last ran there.
+/// checkpoint locations live) and takes its lock; with `from_scratch`, sets the job's old
+/// history aside first. Returns its path, the compatible changes of the job file since the
+/// job last ran there, where the old history went (or `None`), and the lock, to hold while
+/// the job runs. Fails naming the holder when another run of the job holds the directory.
 #[pyfunction]
-fn open_job_dir(dir: &str, spec: &str) -> PyResult<(String, Vec<String>)> {
+#[pyo3(signature = (dir, spec, from_scratch = false))]
+fn open_job_dir(
+    dir: &str,
+    spec: &str,
+    from_scratch: bool,
+) -> PyResult<(String, Vec<String>, Option<String>, JobDirLock)> {
     let j = job(spec)?;
-    state::open_job_dir(
+    let opened = state::open_job_dir(
         Path::new(dir),
         &j.plan.job.job_id,
         &j.plan.fingerprint,
         &j.plan.layout,
+        from_scratch,
     )
-    .map(|(p, changes)| (p.display().to_string(), changes))
-    .map_err(err)
+    .map_err(err)?;
+    let held = JobDirLock {
+        lock: Mutex::new(Some(opened.lock)),
+    };
+    Ok((
+        opened.root.display().to_string(),
+        opened.changes,
+        opened.discarded.map(|p| p.display().to_string()),
+        held,
+    ))
 }
 
 /// Writes the `state` file `ferry jobs` reads.
@@ -479,5 +511,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<StreamSource>()?;
     m.add_class::<Transform>()?;
     m.add_class::<Writer>()?;
+    m.add_class::<JobDirLock>()?;
     Ok(())
 }

@@ -3,12 +3,14 @@
 //! `ferry jobs`, `ferry savepoint` and `ferry cancel` use (the embedded engine's format),
 //! and one Spark checkpoint location per sink, `query-<sink>/`: Spark's own `metadata`,
 //! `offsets/`, `commits/` and `state/`, and what Ferry keeps there, `sources/` (what
-//! partitions read, see [`crate::source`]) and `published/` (see [`crate::sink`]).
+//! partitions read, see [`crate::source`]) and `published/` (see [`crate::sink`]). The
+//! driver holds the directory's `lock` ([`JobLock`]) for its whole run, as the embedded
+//! engine does: one run per job id.
 
 use std::path::{Path, PathBuf};
 
 use ferry_api::{FerryError, Result};
-use ferry_checkpoint::{FileStore, JobInfo, JobLayout, JobState};
+use ferry_checkpoint::{FileStore, JobInfo, JobLayout, JobLock, JobState};
 use serde::{Deserialize, Serialize};
 
 /// What `layout` holds.
@@ -18,22 +20,33 @@ struct SavedLayout {
     layout: JobLayout,
 }
 
+/// A job directory opened by [`open_job_dir`].
+#[derive(Debug)]
+pub struct OpenedJobDir {
+    /// `<checkpoint-dir>/<job-id>/`.
+    pub root: PathBuf,
+    /// The compatible changes of the job file since the job last ran there.
+    pub changes: Vec<String>,
+    /// Where `--from-scratch` set the old history aside, when it did.
+    pub discarded: Option<PathBuf>,
+    /// The directory's lock: the caller holds it for the whole run.
+    pub lock: JobLock,
+}
+
 /// Creates (or reopens) the directory of job `job_id` under `dir` for a job file with
-/// `fingerprint` and `layout`. Refuses a directory that belongs to the embedded engine, or
-/// whose saved state the job file cannot resume (see [`JobLayout::resume_from`]); returns
-/// the directory and the compatible changes since the last run, to tell the user.
+/// `fingerprint` and `layout`, and takes its lock. Refuses a directory that another process
+/// holds (the job is already running), that belongs to the embedded engine, or whose saved
+/// state the job file cannot resume (see [`JobLayout::resume_from`]). With `from_scratch`,
+/// first sets the job's history aside (see [`discard_history`]), deliberately starting anew.
 pub fn open_job_dir(
     dir: &Path,
     job_id: &str,
     fingerprint: &str,
     layout: &JobLayout,
-) -> Result<(PathBuf, Vec<String>)> {
-    if job_id.is_empty() || job_id.contains(['/', '\\']) || job_id.starts_with('.') {
-        return Err(FerryError::config(format!(
-            "invalid job id '{job_id}': use letters, digits, '-' and '_'"
-        )));
-    }
-    let root = dir.join(job_id);
+    from_scratch: bool,
+) -> Result<OpenedJobDir> {
+    let root = ferry_checkpoint::job_dir(dir, job_id)?;
+    let lock = JobLock::acquire(&root, job_id)?;
     if let Ok(info) = FileStore::read_state(&root) {
         if info.engine != "spark" {
             return Err(FerryError::config(format!(
@@ -47,16 +60,26 @@ pub fn open_job_dir(
             )));
         }
     }
-    std::fs::create_dir_all(&root).map_err(|e| FerryError::io("spark", root.display(), e))?;
+    let discarded = if from_scratch {
+        discard_history(&root)?
+    } else {
+        None
+    };
+    let opened = |changes| OpenedJobDir {
+        root: root.clone(),
+        changes,
+        discarded: discarded.clone(),
+        lock,
+    };
     let path = root.join("layout");
     let refuse = |why: String| {
         FerryError::config(format!(
-            "job '{job_id}' in {} cannot be resumed by this job file: {why}. Restore the job file it ran with, or use another --job-id",
+            "job '{job_id}' in {} cannot be resumed by this job file: {why}. Restore the job file it ran with, start anew with --from-scratch, or use another --job-id",
             dir.display()
         ))
     };
     let changes = match ferry_checkpoint::read_checked::<SavedLayout>(&path) {
-        Ok(saved) if saved.fingerprint == fingerprint => return Ok((root, Vec::new())),
+        Ok(saved) if saved.fingerprint == fingerprint => return Ok(opened(Vec::new())),
         Ok(saved) => layout.resume_from(&saved.layout).map_err(refuse)?,
         Err(_) => Vec::new(),
     };
@@ -66,7 +89,44 @@ pub fn open_job_dir(
     })
     .map_err(FerryError::internal)?;
     ferry_checkpoint::write_atomic(&path, &body)?;
-    Ok((root, changes))
+    Ok(opened(changes))
+}
+
+/// What a Spark job directory holds of a job's history: Spark's checkpoint locations
+/// (with Ferry's `sources/` and `published/` in them) and the saved layout.
+fn history(root: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(root)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("query-"))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    if root.join("layout").exists() {
+        found.push(root.join("layout"));
+    }
+    found.sort();
+    found
+}
+
+/// `--from-scratch` on Spark: moves the job's history (every `query-*/` and `layout`),
+/// untouched, into `discarded-<time>/` of the job directory `root`, so that Spark starts
+/// new queries from the sources' beginning. Returns where it went, or `None` when there was
+/// none. The caller must hold the directory's lock.
+pub fn discard_history(root: &Path) -> Result<Option<PathBuf>> {
+    let found = history(root);
+    if found.is_empty() {
+        return Ok(None);
+    }
+    let aside = ferry_checkpoint::create_discard_dir(root)?;
+    for from in found {
+        if let Some(name) = from.file_name() {
+            std::fs::rename(&from, aside.join(name))
+                .map_err(|e| FerryError::io("spark", from.display(), e))?;
+        }
+    }
+    Ok(Some(aside))
 }
 
 /// Parses a state name as `ferry jobs` prints it.
@@ -145,7 +205,9 @@ mod tests {
     #[test]
     fn the_state_file_reads_back_as_ferry_jobs_reads_it() {
         let dir = tempfile::tempdir().unwrap();
-        let (root, _) = open_job_dir(dir.path(), "j", "fp", &layout(1)).unwrap();
+        let root = open_job_dir(dir.path(), "j", "fp", &layout(1), false)
+            .unwrap()
+            .root;
         set_state(&root, "j", parse_state("running").unwrap(), 42, Some(3)).unwrap();
         let info = FileStore::read_state(&root).unwrap();
         assert_eq!(
@@ -157,21 +219,21 @@ mod tests {
     #[test]
     fn an_incompatible_job_file_or_a_local_job_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        open_job_dir(dir.path(), "j", "fp", &layout(2)).unwrap();
-        let (_, changes) = open_job_dir(dir.path(), "j", "fp", &layout(2)).unwrap();
-        assert!(changes.is_empty());
+        open_job_dir(dir.path(), "j", "fp", &layout(2), false).unwrap();
+        let opened = open_job_dir(dir.path(), "j", "fp", &layout(2), false).unwrap();
+        assert!(opened.changes.is_empty());
         let mut tuned = layout(2);
         tuned.env = ferry_checkpoint::hash_options(
             serde_json::json!({"checkpoint.interval": 500})
                 .as_object()
                 .unwrap(),
         );
-        let (_, changes) = open_job_dir(dir.path(), "j", "fp2", &tuned).unwrap();
+        let opened = open_job_dir(dir.path(), "j", "fp2", &tuned, false).unwrap();
         assert_eq!(
-            changes,
+            opened.changes,
             vec!["env: checkpoint.interval changed".to_string()]
         );
-        let e = open_job_dir(dir.path(), "j", "other", &layout(3))
+        let e = open_job_dir(dir.path(), "j", "other", &layout(3), false)
             .unwrap_err()
             .to_string();
         assert!(
@@ -189,11 +251,56 @@ mod tests {
                 updated: 0,
             })
             .unwrap();
-        let e = open_job_dir(dir.path(), "l", "fp", &layout(1))
+        let e = open_job_dir(dir.path(), "l", "fp", &layout(1), false)
             .unwrap_err()
             .to_string();
         assert!(e.contains("local engine"), "{e}");
-        assert!(open_job_dir(dir.path(), "../x", "fp", &layout(1)).is_err());
+        assert!(open_job_dir(dir.path(), "../x", "fp", &layout(1), false).is_err());
+    }
+
+    #[test]
+    fn a_job_directory_is_opened_by_one_run_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = open_job_dir(dir.path(), "j", "fp", &layout(1), false)
+            .unwrap()
+            .lock;
+        let e = open_job_dir(dir.path(), "j", "fp", &layout(1), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "job 'j' is already running ({})",
+                held.holder().describe()
+            )),
+            "{e}"
+        );
+        drop(held);
+        open_job_dir(dir.path(), "j", "fp", &layout(1), false).unwrap();
+    }
+
+    #[test]
+    fn from_scratch_sets_the_spark_history_aside_and_skips_the_layout_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = open_job_dir(dir.path(), "j", "fp", &layout(2), false)
+            .unwrap()
+            .root;
+        std::fs::create_dir_all(root.join("query-0/offsets")).unwrap();
+        std::fs::write(root.join("query-0/offsets/0"), "v1\n{").unwrap();
+        // Another layout resumes only from scratch.
+        assert!(open_job_dir(dir.path(), "j", "other", &layout(3), false).is_err());
+        let opened = open_job_dir(dir.path(), "j", "other", &layout(3), true).unwrap();
+        let aside = opened.discarded.expect("history set aside");
+        assert!(opened.changes.is_empty());
+        assert_eq!(
+            std::fs::read_to_string(aside.join("query-0/offsets/0")).unwrap(),
+            "v1\n{"
+        );
+        assert!(aside.join("layout").exists());
+        assert!(!root.join("query-0").exists());
+        drop(opened.lock);
+        let again = open_job_dir(dir.path(), "j", "other", &layout(3), true).unwrap();
+        // Only the new layout was there: set aside too, nothing else.
+        assert!(again.discarded.is_some());
     }
 
     #[test]
