@@ -165,12 +165,17 @@ pub fn shell_eval(value: &str) -> String {
 }
 
 /// Prepares case `c` under `root`; returns the rewritten job file and its variables.
+/// A setup pair with no data file (`=>/tmp/fake_empty`) makes an empty directory.
 pub fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
     let dir = &c.dir;
     let text =
         std::fs::read_to_string(dir.join("cases").join(&c.path)).expect("case file is readable");
     for (data, target) in &c.setup {
         let target = PathBuf::from(rewrite_paths(target, root));
+        if data.is_empty() {
+            std::fs::create_dir_all(&target).expect("create empty dir");
+            continue;
+        }
         std::fs::create_dir_all(target.parent().expect("target has a parent"))
             .expect("create data dir");
         std::fs::copy(dir.join("data").join(data), &target).expect("copy data file");

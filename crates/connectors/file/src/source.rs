@@ -204,11 +204,11 @@ impl SourceFactory for LocalFileSourceFactory {
         let tables = match o.list("tables_configs")? {
             None => {
                 let default_name = table_name(o)?;
-                let t = read_table(o, &default_name)?;
+                let t = read_table(o, &default_name, streaming)?;
                 o.finish(SOURCE_OPTIONS)?;
                 vec![t]
             }
-            Some(items) => read_tables_configs(o, items)?,
+            Some(items) => read_tables_configs(o, items, streaming)?,
         };
         Ok(Arc::new(LocalFileSource {
             tables: tables.into(),
@@ -219,7 +219,11 @@ impl SourceFactory for LocalFileSourceFactory {
 
 /// Reads the entries of `tables_configs`, each a table of its own (SeaTunnel's
 /// `BaseMultipleTableFileSourceConfig`: an entry holds every option of one table).
-fn read_tables_configs(o: &mut Options, items: Vec<Value>) -> Result<Vec<FileTable>> {
+fn read_tables_configs(
+    o: &mut Options,
+    items: Vec<Value>,
+    streaming: bool,
+) -> Result<Vec<FileTable>> {
     if items.is_empty() {
         return Err(o.error("tables_configs", "is empty: give at least one table"));
     }
@@ -246,7 +250,7 @@ fn read_tables_configs(o: &mut Options, items: Vec<Value>) -> Result<Vec<FileTab
         let mut sub = Options::new(m, o.location().nested(&prefix));
         let t = (|| {
             let default_name = table_name(&mut sub)?;
-            let t = read_table(&mut sub, &default_name)?;
+            let t = read_table(&mut sub, &default_name, streaming)?;
             sub.finish(TABLE_OPTIONS)?;
             Ok::<_, FerryError>(t)
         })()
@@ -310,7 +314,7 @@ fn read_schema_block(o: &mut Options) -> Result<Option<DeclaredSchema>> {
 
 /// Reads one table's options: the plugin block itself, or one `tables_configs` entry.
 /// `default_name` names the table when `schema.table` does not.
-fn read_table(o: &mut Options, default_name: &str) -> Result<FileTable> {
+fn read_table(o: &mut Options, default_name: &str, streaming: bool) -> Result<FileTable> {
     let path = PathBuf::from(o.required_string("path")?);
     let format = read_format(o, FORMATS)?
         .ok_or_else(|| o.error("file_format_type", "is required but not set"))?;
@@ -319,6 +323,7 @@ fn read_table(o: &mut Options, default_name: &str) -> Result<FileTable> {
         .as_ref()
         .and_then(|s| s.table.clone())
         .unwrap_or_else(|| default_name.to_string());
+    let has_schema_block = schema_block.is_some();
     let declared = schema_block.and_then(|s| s.fields);
     let read_columns = o.string_list("read_columns")?;
     let delim = match o.get_any(&["field_delimiter", "delimiter"]) {
@@ -377,27 +382,46 @@ fn read_table(o: &mut Options, default_name: &str) -> Result<FileTable> {
     } else {
         Vec::new()
     };
+    // Without declared columns and without a file to read them from, SeaTunnel's
+    // `BaseFileSourceConfig` keeps the table it built from the options: no columns for a
+    // `schema` block without `fields`, else its one-column text table (`content`).
+    let content = || Schema::new(vec![Field::new("content", DataType::Utf8, true)]);
+    let mut schema_from_nothing = false;
     let (file_schema, whole_line) = match (declared, format) {
         (Some(s), _) => (s, false),
-        (None, Format::Text) => (
-            Schema::new(vec![Field::new("content", DataType::Utf8, true)]),
-            true,
-        ),
+        (None, Format::Text) => (content(), true),
         (None, Format::Parquet) => match files.first() {
             Some(f) => (read::parquet_schema(f)?, false),
-            None => {
+            None if streaming => {
                 return Err(FerryError::external(
                     COMPONENT,
                     format!(
-                        "no parquet file under '{}' to take the schema from: add a `schema` block",
+                        "no parquet file under '{}' to take the schema from: a STREAMING job must declare its columns in `schema {{ fields {{ … }} }}`",
                         path.display()
                     ),
                 ))
             }
+            None => {
+                schema_from_nothing = true;
+                (if has_schema_block { Schema::empty() } else { content() }, false)
+            }
+        },
+        (None, _) if has_schema_block => match files.first() {
+            // SeaTunnel would make rows of no columns out of them: useless, and surely
+            // not what was meant.
+            Some(f) => {
+                return Err(o.error(
+                    "schema",
+                    format!("declares no columns, but '{}' has a file to read ({}): declare them in `schema {{ fields {{ name = type, … }} }}`", path.display(), f.display()),
+                ))
+            }
+            None => (Schema::empty(), false),
         },
         (None, _) => return Err(o.error("schema", "is required for the csv and json formats")),
     };
     let projection: Vec<usize> = match &read_columns {
+        // Columns to project are unknown until a parquet file exists.
+        Some(_) if schema_from_nothing => (0..file_schema.fields().len()).collect(),
         None => (0..file_schema.fields().len()).collect(),
         Some(cols) => {
             let mut p = Vec::new();
@@ -732,6 +756,17 @@ impl FileReader {
         let table = table_of(&self.tables, &split)?;
         let t = &self.tables[table];
         let path = PathBuf::from(split_path(&split));
+        if t.spec.file_schema.fields().is_empty() {
+            // An empty `schema {}` suits an empty directory only (see `read_table`).
+            return Err(FerryError::data(
+                COMPONENT,
+                format!(
+                    "{}: table '{}' declares no columns (an empty schema block): declare them in `schema {{ fields {{ name = type, … }} }}` to read its files",
+                    path.display(),
+                    t.name
+                ),
+            ));
+        }
         let cursor = read::open(&t.spec, &path, split_rows(&split))?;
         let found = partitions_of(&t.root, &path);
         let partition_values = t

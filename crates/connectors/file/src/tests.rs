@@ -1482,6 +1482,92 @@ fn the_table_name_comes_from_schema_table_then_plugin_output() {
     );
 }
 
+// ---- empty inputs ----
+
+#[test]
+fn an_empty_directory_is_an_empty_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("fake_empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    // SeaTunnel's local_file_to_console.conf (json): an empty schema block, no columns.
+    let (schema, b) =
+        read_all(json!({"path": empty, "file_format_type": "json", "schema": {}})).unwrap();
+    assert_eq!(schema.fields().len(), 0);
+    assert_eq!(rows(&b), 0);
+    // Parquet with nothing to take the schema from: SeaTunnel's one-column text table.
+    let (schema, b) = read_all(json!({"path": empty, "file_format_type": "parquet"})).unwrap();
+    assert_eq!(
+        schema
+            .fields()
+            .iter()
+            .map(|f| (f.name().as_str(), f.data_type().clone()))
+            .collect::<Vec<_>>(),
+        [("content", arrow::datatypes::DataType::Utf8)]
+    );
+    assert_eq!(rows(&b), 0);
+    // read_columns cannot be checked against a schema nobody knows yet.
+    let (_, b) =
+        read_all(json!({"path": empty, "file_format_type": "parquet", "read_columns": ["c_int"]}))
+            .unwrap();
+    assert_eq!(rows(&b), 0);
+    // A schema block naming only the table: no columns.
+    let (schema, _) = read_all(
+        json!({"path": empty, "file_format_type": "parquet", "schema": {"table": "db.t"}}),
+    )
+    .unwrap();
+    assert_eq!(schema.fields().len(), 0);
+    // Declared columns stay declared.
+    let (schema, b) = read_all(json!({"path": empty, "file_format_type": "csv",
+                                      "schema": {"fields": {"id": "int"}}}))
+    .unwrap();
+    assert_eq!(schema.fields().len(), 1);
+    assert_eq!(rows(&b), 0);
+    // A table of no columns has nothing to read a file into (SeaTunnel would make rows
+    // of no columns): refused when listing finds a file, and when a file arrives later.
+    std::fs::write(dir.path().join("x.json"), "{\"a\": 1}\n").unwrap();
+    let e = read_all(
+        json!({"path": dir.path().join("x.json"), "file_format_type": "json", "schema": {}}),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("option 'schema': declares no columns, but"),
+        "{e}"
+    );
+    let src = create_source(
+        json!({"path": empty, "file_format_type": "json", "schema": {}}),
+        JobMode::Streaming,
+    )
+    .unwrap();
+    let mut r = src.create_reader(&reader_ctx(JobMode::Streaming)).unwrap();
+    r.add_splits(vec![Split {
+        id: "x".into(),
+        state: json!({"path": dir.path().join("x.json"), "rows": 0}),
+    }])
+    .unwrap();
+    let e = r.poll_next().unwrap_err().to_string();
+    assert!(e.contains("table 'default' declares no columns"), "{e}");
+    // Still an error: csv and json without any schema block, and a streaming parquet
+    // source whose columns nothing tells.
+    let e = read_all(json!({"path": empty, "file_format_type": "json"}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("option 'schema': is required for the csv and json formats"),
+        "{e}"
+    );
+    let e = create_source(
+        json!({"path": empty, "file_format_type": "parquet"}),
+        JobMode::Streaming,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("a STREAMING job must declare its columns"),
+        "{e}"
+    );
+}
+
 #[test]
 fn a_parquet_schema_block_with_only_a_table_name_reads_the_files_schema() {
     // SeaTunnel's local_file_parquet_to_assert_with_multipletable.conf.
