@@ -697,3 +697,111 @@ sink {
         assert!(ok, "{name} failed:\n{err}");
     }
 }
+
+/// A LocalFile source with `tables_configs` (SeaTunnel's multi-table file source): a JSON
+/// table and a CSV table of different schemas, each from its own directory. Downstream
+/// the rows go by table name, as a FakeSource's tables do: TableFilter keeps both,
+/// FieldRename applies to each, one LocalFile sink writes each table into its directory.
+const LOCAL_FILE_TABLES: &str = r#"
+env { parallelism = 2, job.mode = BATCH }
+source {
+  LocalFile {
+    plugin_output = "files"
+    tables_configs = [
+      { path = "@DIR@/in/users", file_format_type = "json",
+        schema { table = "db.users", fields { id = int, name = string } } },
+      { path = "@DIR@/in/orders", file_format_type = "csv", field_delimiter = ";", skip_header_row_number = 1,
+        schema { table = "db.orders", fields { order_id = bigint, amount = double } } }
+    ]
+  }
+}
+transform {
+  TableFilter { plugin_input = "files", plugin_output = "kept", database_pattern = "db", table_pattern = "users|orders" }
+  FieldRename { plugin_input = "kept", plugin_output = "upper", convert_case = UPPER }
+}
+sink {
+  LocalFile { plugin_input = "upper", path = "@DIR@/out/${table_name}", file_format_type = "json" }
+  Assert {
+    plugin_input = "upper"
+    rules {
+      table-names = ["db.users", "db.orders"]
+      tables_configs = [
+        {
+          table_path = "db.users"
+          row_rules = [{ rule_type = MIN_ROW, rule_value = 3 }, { rule_type = MAX_ROW, rule_value = 3 }]
+          catalog_table_rule { column_rule = [{ name = ID, type = int }, { name = NAME, type = string }] }
+        },
+        {
+          table_path = "db.orders"
+          row_rules = [{ rule_type = MIN_ROW, rule_value = 4 }, { rule_type = MAX_ROW, rule_value = 4 }]
+          field_rules = [{ field_name = AMOUNT, field_type = double, field_value = [{ rule_type = MIN, rule_value = 1 }] }]
+          catalog_table_rule { column_rule = [{ name = ORDER_ID, type = bigint }, { name = AMOUNT, type = double }] }
+        }
+      ]
+    }
+  }
+}
+"#;
+
+fn write_local_file_tables_input(dir: &Path) {
+    let users = dir.join("in/users");
+    let orders = dir.join("in/orders");
+    std::fs::create_dir_all(&users).unwrap();
+    std::fs::create_dir_all(&orders).unwrap();
+    std::fs::write(
+        users.join("a.json"),
+        "{\"id\": 1, \"name\": \"ann\"}\n{\"id\": 2, \"name\": \"bob\"}\n",
+    )
+    .unwrap();
+    std::fs::write(users.join("b.json"), "{\"id\": 3, \"name\": \"cid\"}\n").unwrap();
+    std::fs::write(
+        orders.join("o.csv"),
+        "order_id;amount\n10;1.5\n11;2.5\n12;3.5\n13;4.5\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_local_file_source_with_tables_configs_routes_each_table_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    write_local_file_tables_input(dir.path());
+    let err = assert_ok(dir.path(), LOCAL_FILE_TABLES);
+    assert!(
+        err.contains("read 7 [files=7], wrote [Assert=7 LocalFile=7]"),
+        "{err}"
+    );
+    let out = dir.path().join("out");
+    // `${table_name}` is the last part of the identifier `db.users`.
+    assert_eq!(entries(&out), ["orders", "users"]);
+    let mut users: Vec<String> = json_rows(&out.join("users"))
+        .iter()
+        .map(|r| {
+            assert_eq!(keys(r), ["ID", "NAME"], "{r:?}");
+            r["NAME"].as_str().unwrap().to_string()
+        })
+        .collect();
+    users.sort();
+    assert_eq!(users, ["ann", "bob", "cid"]);
+    let orders = json_rows(&out.join("orders"));
+    assert_eq!(orders.len(), 4);
+    for r in &orders {
+        assert_eq!(keys(r), ["ORDER_ID", "AMOUNT"], "{r:?}");
+    }
+}
+
+#[test]
+fn an_error_inside_a_tables_configs_entry_names_the_entry_and_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    write_local_file_tables_input(dir.path());
+    let job = LOCAL_FILE_TABLES.replace("skip_header_row_number = 1", "skip_header_row_nuber = 1");
+    let (ok, err) = run(dir.path(), &job);
+    assert!(!ok, "{err}");
+    let conf = dir.path().join("job.conf");
+    assert!(
+        err.contains(&format!(
+            "error: {}:9: source LocalFile: option 'tables_configs[1].skip_header_row_nuber': unknown option (did you mean 'skip_header_row_number'?",
+            conf.display()
+        )),
+        "{err}"
+    );
+}

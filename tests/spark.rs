@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::{
-    cases, conformance_dir, eventually, ferry, jobs_line, prepare, request_savepoint,
+    cases, conformance_dir, eventually, ferry, jobs_line, own_cases, prepare, request_savepoint,
     rewrite_paths, start_job, stderr_of, visible_lines, wait_for, wait_running, Case,
 };
 
@@ -43,10 +43,22 @@ fn spark_python() -> PathBuf {
 
 #[test]
 fn every_batch_conformance_case_passes_on_spark_in_one_session() {
+    every_batch_case_passes_on_spark_in_one_session(cases());
+}
+
+/// Ferry's own cases (`tests/cases`): the multi-table LocalFile source and empty
+/// directories, written from SeaTunnel's documentation.
+#[test]
+fn every_case_written_from_seatunnels_documentation_passes_on_spark() {
+    every_batch_case_passes_on_spark_in_one_session(own_cases());
+}
+
+/// Runs every batch case of `all` in one Spark session (the driver's `--manifest` mode).
+fn every_batch_case_passes_on_spark_in_one_session(all: Vec<Case>) {
     let _one = serial();
     let roots = tempfile::tempdir().unwrap();
     let mut manifest = String::new();
-    let batch: Vec<Case> = cases().into_iter().filter(|c| c.mode == "batch").collect();
+    let batch: Vec<Case> = all.into_iter().filter(|c| c.mode == "batch").collect();
     for (i, c) in batch.iter().enumerate() {
         let root = roots.path().join(i.to_string());
         std::fs::create_dir_all(&root).unwrap();

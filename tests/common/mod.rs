@@ -89,8 +89,16 @@ pub fn visible_lines(dir: &Path) -> Vec<String> {
     out
 }
 
-/// One line of the conformance pack's `cases.tsv`.
+/// Ferry's own conformance cases, written from SeaTunnel's documentation for what the
+/// pack does not cover: `tests/cases`, laid out as the pack is (see its README.md).
+pub fn own_cases_dir() -> PathBuf {
+    repo_root().join("tests/cases")
+}
+
+/// One line of a `cases.tsv` (the conformance pack's, or Ferry's own).
 pub struct Case {
+    /// The directory holding `cases.tsv`, `cases/` and `data/`.
+    pub dir: PathBuf,
     /// Config path under `cases/`.
     pub path: String,
     /// `batch` or `savepoint-restore`.
@@ -103,8 +111,17 @@ pub struct Case {
 
 /// Every case of the conformance pack (`cases.tsv`).
 pub fn cases() -> Vec<Case> {
-    let tsv = std::fs::read_to_string(conformance_dir().join("cases.tsv"))
-        .expect("cases.tsv is readable");
+    cases_in(&conformance_dir())
+}
+
+/// Every case of Ferry's own conformance cases (`tests/cases/cases.tsv`).
+pub fn own_cases() -> Vec<Case> {
+    cases_in(&own_cases_dir())
+}
+
+/// Every case listed in `dir/cases.tsv`.
+pub fn cases_in(dir: &Path) -> Vec<Case> {
+    let tsv = std::fs::read_to_string(dir.join("cases.tsv")).expect("cases.tsv is readable");
     tsv.lines()
         .skip(1)
         .filter(|l| !l.trim().is_empty())
@@ -124,6 +141,7 @@ pub fn cases() -> Vec<Case> {
                     .unwrap_or_default()
             };
             Case {
+                dir: dir.to_path_buf(),
                 path: cols[0].to_string(),
                 mode: cols.get(1).unwrap_or(&"batch").to_string(),
                 setup: pairs(2, "=>"),
@@ -147,12 +165,17 @@ pub fn shell_eval(value: &str) -> String {
 }
 
 /// Prepares case `c` under `root`; returns the rewritten job file and its variables.
+/// A setup pair with no data file (`=>/tmp/fake_empty`) makes an empty directory.
 pub fn prepare(c: &Case, root: &Path) -> (PathBuf, Vec<String>) {
-    let dir = conformance_dir();
+    let dir = &c.dir;
     let text =
         std::fs::read_to_string(dir.join("cases").join(&c.path)).expect("case file is readable");
     for (data, target) in &c.setup {
         let target = PathBuf::from(rewrite_paths(target, root));
+        if data.is_empty() {
+            std::fs::create_dir_all(&target).expect("create empty dir");
+            continue;
+        }
         std::fs::create_dir_all(target.parent().expect("target has a parent"))
             .expect("create data dir");
         std::fs::copy(dir.join("data").join(data), &target).expect("copy data file");

@@ -123,6 +123,39 @@ impl FerryError {
         FerryError::Internal(message.to_string())
     }
 
+    /// Places an error met while reading the nested block `prefix` (a `tables_configs[1]`
+    /// item, read with [`PluginLocation::nested`]): a configuration error's option becomes
+    /// `prefix.option`; an external or data error's message starts with `prefix: `.
+    pub fn within(self, prefix: &str) -> Self {
+        match self {
+            FerryError::Config {
+                location,
+                plugin,
+                option,
+                message,
+                hint,
+            } => FerryError::Config {
+                location,
+                plugin,
+                option: Some(match option {
+                    Some(o) => format!("{prefix}.{o}"),
+                    None => prefix.to_string(),
+                }),
+                message,
+                hint,
+            },
+            FerryError::External { component, message } => FerryError::External {
+                component,
+                message: format!("{prefix}: {message}"),
+            },
+            FerryError::Data { component, message } => FerryError::Data {
+                component,
+                message: format!("{prefix}: {message}"),
+            },
+            other => other,
+        }
+    }
+
     /// Whether the user (rather than the environment or Ferry) must act.
     pub fn is_user_error(&self) -> bool {
         matches!(self, FerryError::Config { .. })

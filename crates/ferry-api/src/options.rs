@@ -182,6 +182,22 @@ impl PluginLocation {
         }
     }
 
+    /// The location of the block nested at `prefix` (a `tables_configs[1]` item): the
+    /// lines of its keys, re-rooted at the block, so that its own options report theirs.
+    pub fn nested(&self, prefix: &str) -> PluginLocation {
+        let p = format!("{prefix}.");
+        let lines: HashMap<String, usize> = self
+            .lines
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix(&p).map(|s| (s.to_string(), *v)))
+            .collect();
+        PluginLocation {
+            lines: Arc::new(lines),
+            line: self.lines.get(prefix).copied().or(self.line),
+            ..self.clone()
+        }
+    }
+
     /// A configuration error at `path` inside this plugin.
     pub fn error(&self, path: &str, message: impl Into<String>) -> FerryError {
         FerryError::Config {

@@ -1,6 +1,5 @@
 //! Reading FakeSource's options into one [`TableConfig`] per generated table.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, UInt8Array};
@@ -8,7 +7,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
 use ferry_api::types::{parse_type_value, schema_from_fields};
 use ferry_api::value::json_to_array;
-use ferry_api::{FerryError, OptionKind, OptionSpec, Options, PluginLocation, Result, RowKind};
+use ferry_api::{OptionKind, OptionSpec, Options, Result, RowKind};
 use serde_json::{Map, Value};
 
 use crate::generate::{check_type, GenConfig, NumGen, StringGen};
@@ -98,45 +97,6 @@ pub(crate) struct TableConfig {
     pub gen: GenConfig,
     pub rows: Option<FixedRows>,
     pub seed: u64,
-}
-
-/// Re-roots the line map of `loc` at `prefix` (for a `tables_configs` item's options).
-pub(crate) fn sub_location(loc: &PluginLocation, prefix: &str) -> PluginLocation {
-    let p = format!("{prefix}.");
-    let lines: HashMap<String, usize> = loc
-        .lines
-        .iter()
-        .filter_map(|(k, v)| k.strip_prefix(&p).map(|s| (s.to_string(), *v)))
-        .collect();
-    let line = loc.lines.get(prefix).copied().or(loc.line);
-    PluginLocation {
-        lines: Arc::new(lines),
-        line,
-        ..loc.clone()
-    }
-}
-
-/// Prefixes the option named in a configuration error with `prefix`.
-pub(crate) fn prefix_error(e: FerryError, prefix: &str) -> FerryError {
-    match e {
-        FerryError::Config {
-            location,
-            plugin,
-            option,
-            message,
-            hint,
-        } => FerryError::Config {
-            location,
-            plugin,
-            option: Some(match option {
-                Some(o) => format!("{prefix}.{o}"),
-                None => prefix.to_string(),
-            }),
-            message,
-            hint,
-        },
-        other => other,
-    }
 }
 
 /// A size option, capped so that a typo cannot make a batch exhaust memory.

@@ -17,9 +17,7 @@ use ferry_api::options::COMMON_OPTIONS;
 use ferry_api::{FerryError, JobContext, OptionSpec, Options, Result, Source, SourceFactory};
 use serde_json::Value;
 
-use crate::config::{
-    prefix_error, read_table, stray_fake_modes, sub_location, OPTIONS, TABLE_OPTIONS,
-};
+use crate::config::{read_table, stray_fake_modes, OPTIONS, TABLE_OPTIONS};
 pub use crate::source::{FakeSource, BATCH_ROWS};
 
 /// The factory of SeaTunnel's `FakeSource` plugin; register it with the binary.
@@ -89,14 +87,14 @@ impl SourceFactory for FakeSourceFactory {
                         return Err(options
                             .error(&prefix, "expected a block { schema { … }, row.num = … }"));
                     };
-                    let mut sub = Options::new(m, sub_location(options.location(), &prefix));
+                    let mut sub = Options::new(m, options.location().nested(&prefix));
                     let t = (|| {
                         let name = default_table_name(&mut sub)?;
                         let t = read_table(&mut sub, name.as_deref(), seed)?;
                         sub.finish(TABLE_OPTIONS)?;
                         Ok::<_, FerryError>(t)
                     })()
-                    .map_err(|e| prefix_error(e, &prefix))?;
+                    .map_err(|e| e.within(&prefix))?;
                     warn_stray_modes(&sub, &format!(" {prefix}"));
                     if !names.insert(t.name.clone()) {
                         return Err(options.error(

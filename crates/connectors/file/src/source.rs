@@ -1,5 +1,7 @@
 //! The `LocalFile` source: lists files under `path` (a split per file, assigned round
 //! robin), reads them resumably, and in streaming jobs keeps watching for new files.
+//! With `tables_configs` it reads several tables, each with its own path, format, options
+//! and schema; every split names its table, so readers and restores keep them apart.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -8,6 +10,7 @@ use std::time::Duration;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use ferry_api::options::COMMON_OPTIONS;
 use ferry_api::types::schema_from_fields;
 use ferry_api::{
     Boundedness, ChangeBatch, EnumeratorContext, FerryError, JobContext, JobMode, OptionKind,
@@ -25,11 +28,15 @@ const FORMATS: &[&str] = &[
     "text", "csv", "json", "parquet", "orc", "excel", "xml", "binary", "avro", "markdown",
 ];
 
-/// The source's options.
+/// `tables_configs`: several tables, each an entry with the options of one table.
+const TABLES_CONFIGS: OptionSpec = OptionSpec::optional("tables_configs", OptionKind::List, None, "Several tables: a list of entries, each with the options below (path, file_format_type, schema { table, fields }, …) for one table, named by its schema.table. Nothing else may be set beside it.");
+
+/// The source's options: those of one table (the plugin block itself, or one
+/// `tables_configs` entry: [`TABLE_OPTIONS`]), then `tables_configs`.
 pub const SOURCE_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required("path", OptionKind::String, "File or directory to read (directories are read recursively; names starting with '.' or '_' are skipped)."),
-    OptionSpec::required("file_format_type", OptionKind::Enum(FORMATS), "File format: text, csv, json or parquet (orc, excel, xml, binary are not supported)."),
-    OptionSpec::optional("schema", OptionKind::Object, None, "schema { fields { name = type } }: required for text (else one `content` column), csv and json; parquet reads the file's own."),
+    OptionSpec::required("path", OptionKind::String, "File or directory to read (directories are read recursively; names starting with '.' or '_' are skipped). Inside each entry when tables_configs is set."),
+    OptionSpec::required("file_format_type", OptionKind::Enum(FORMATS), "File format: text, csv, json or parquet (orc, excel, xml, binary are not supported). Inside each entry when tables_configs is set."),
+    OptionSpec::optional("schema", OptionKind::Object, None, "schema { table = \"db.name\", fields { name = type } }: fields are required for csv and json (an empty block reads no columns); text without them is one `content` column; parquet reads the file's own. table names the table (default: plugin_output, else `default`)."),
     OptionSpec::optional("read_columns", OptionKind::List, None, "Columns to read, in output order."),
     OptionSpec::optional("field_delimiter", OptionKind::String, Some("\\u0001 (text), , (csv)"), "Field separator, a Java regex as in SeaTunnel (\"\\\\|\" is a literal |)."),
     OptionSpec::optional("delimiter", OptionKind::String, None, "Old spelling of field_delimiter."),
@@ -46,7 +53,14 @@ pub const SOURCE_OPTIONS: &[OptionSpec] = &[
     OptionSpec::optional("null_format", OptionKind::String, None, "Text that stands for null in text and csv."),
     OptionSpec::optional("batch_size", OptionKind::Int, Some("8192"), "Rows per batch read."),
     OptionSpec::optional("sheet_name", OptionKind::String, None, "Excel only (not supported)."),
+    TABLES_CONFIGS,
 ];
+
+/// The options of one table: every source option but `tables_configs` (the last).
+pub const TABLE_OPTIONS: &[OptionSpec] = match SOURCE_OPTIONS.split_last() {
+    Some((_, table)) => table,
+    None => &[],
+};
 
 /// SeaTunnel's `LocalFile` source.
 pub struct LocalFileSourceFactory;
@@ -178,7 +192,7 @@ impl SourceFactory for LocalFileSourceFactory {
     }
 
     fn description(&self) -> &'static str {
-        "Reads text, csv, json and parquet files from a local path, with hive-style partition columns"
+        "Reads text, csv, json and parquet files from a local path, with hive-style partition columns; several tables with tables_configs"
     }
 
     fn options(&self) -> &'static [OptionSpec] {
@@ -186,178 +200,307 @@ impl SourceFactory for LocalFileSourceFactory {
     }
 
     fn create(&self, o: &mut Options, job: &JobContext) -> Result<Arc<dyn Source>> {
-        let name = table_name(o)?;
-        let path = PathBuf::from(o.required_string("path")?);
-        let format = read_format(o, FORMATS)?
-            .ok_or_else(|| o.error("file_format_type", "is required but not set"))?;
-        let declared = match o.object("schema")? {
-            None => None,
-            Some(s) => {
-                let fields = match s.get("fields") {
-                    Some(Value::Object(f)) => f.clone(),
-                    _ => {
-                        return Err(
-                            o.error("schema", "must contain a `fields { name = type, … }` block")
-                        )
-                    }
-                };
-                Some(schema_from_fields(&fields).map_err(|e| o.error("schema.fields", e.0))?)
+        let streaming = job.mode == JobMode::Streaming;
+        let tables = match o.list("tables_configs")? {
+            None => {
+                let default_name = table_name(o)?;
+                let t = read_table(o, &default_name, streaming)?;
+                o.finish(SOURCE_OPTIONS)?;
+                vec![t]
             }
+            Some(items) => read_tables_configs(o, items, streaming)?,
         };
-        let read_columns = o.string_list("read_columns")?;
-        let delim = match o.get_any(&["field_delimiter", "delimiter"]) {
-            Some((k, Value::String(s))) => Some((k, unescape_option(&s))),
-            Some((k, v)) => return Err(o.error(&k, format!("expected text, found {v}"))),
-            None => None,
-        };
-        let splitter = match &delim {
-            Some((k, d)) => Splitter::from_java_regex(d).map_err(|e| o.error(k, e))?,
-            None if format == Format::Csv => Splitter::Literal(",".into()),
-            None => Splitter::Literal("\u{1}".into()),
-        };
-        let _ = o.string("row_delimiter")?;
-        let parse_partition = o.bool("parse_partition_from_path")?.unwrap_or(true);
-        let formats = time_formats(o)?;
-        let skip_header = o.u64("skip_header_row_number")?.unwrap_or(0);
-        let csv_use_header_line = o.bool("csv_use_header_line")?.unwrap_or(false);
-        let encoding = read_encoding(o)?;
-        let _ = o.enum_value("compress_codec", &["none", "lzo"])?;
-        let filter = match o.string("file_filter_pattern")? {
-            None => None,
-            Some(p) => Some(Regex::new(&format!("^(?:{p})$")).map_err(|e| {
-                o.error(
-                    "file_filter_pattern",
-                    format!("invalid regular expression: {e}"),
-                )
-            })?),
-        };
-        let null_format = o.string("null_format")?;
-        let batch_size = o.u64("batch_size")?.unwrap_or(8192).max(1) as usize;
-        if o.string("sheet_name")?.is_some() {
-            return Err(o.error(
-                "sheet_name",
-                "excel files are not supported by Ferry's LocalFile",
-            ));
-        }
-        o.finish(SOURCE_OPTIONS)?;
-
-        // Listing now tells the partition columns (and parquet's schema) up front, as
-        // SeaTunnel does when it builds the source's catalog table.
-        let files = list_files(&path, filter.as_ref())?;
-        let root = if path.is_file() {
-            path.parent().map(Path::to_path_buf).unwrap_or_default()
-        } else {
-            path.clone()
-        };
-        let partition_keys: Vec<String> = if parse_partition {
-            files
-                .first()
-                .map(|f| {
-                    partitions_of(&root, f)
-                        .into_iter()
-                        .map(|(k, _)| k)
-                        .collect()
-                })
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        let (file_schema, whole_line) = match (declared, format) {
-            (Some(s), _) => (s, false),
-            (None, Format::Text) => (
-                Schema::new(vec![Field::new("content", DataType::Utf8, true)]),
-                true,
-            ),
-            (None, Format::Parquet) => match files.first() {
-                Some(f) => (read::parquet_schema(f)?, false),
-                None => {
-                    return Err(FerryError::external(
-                        COMPONENT,
-                        format!(
-                        "no parquet file under '{}' to take the schema from: add a `schema` block",
-                        path.display()
-                    ),
-                    ))
-                }
-            },
-            (None, _) => return Err(o.error("schema", "is required for the csv and json formats")),
-        };
-        let projection: Vec<usize> = match &read_columns {
-            None => (0..file_schema.fields().len()).collect(),
-            Some(cols) => {
-                let mut p = Vec::new();
-                for c in cols {
-                    match file_schema.fields().iter().position(|f| f.name() == c) {
-                        Some(i) => p.push(i),
-                        None if partition_keys.contains(c) => {}
-                        None => {
-                            return Err(o.location().error_with_hint(
-                                "read_columns",
-                                format!("column '{c}' is not in the schema"),
-                                format!(
-                                    "columns: {}",
-                                    file_schema
-                                        .fields()
-                                        .iter()
-                                        .map(|f| f.name().as_str())
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                ),
-                            ))
-                        }
-                    }
-                }
-                p
-            }
-        };
-        let spec = Arc::new(ReadSpec {
-            format,
-            file_schema: Arc::new(file_schema),
-            projection,
-            whole_line,
-            splitter,
-            skip_header,
-            csv_use_header_line,
-            formats,
-            null_format,
-            encoding,
-            batch_size,
-        });
-        let mut out_fields: Vec<Field> = spec
-            .projected_schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        for k in &partition_keys {
-            if out_fields.iter().any(|f| f.name() == k) {
-                return Err(o.error("schema", format!("column '{k}' is also a partition directory of the path: remove it from the schema (SeaTunnel adds it)")));
-            }
-            out_fields.push(Field::new(k, DataType::Utf8, true));
-        }
         Ok(Arc::new(LocalFileSource {
-            table: name.into(),
-            output: Arc::new(Schema::new(out_fields)),
-            root,
-            path,
-            filter,
-            partition_keys,
-            spec,
-            streaming: job.mode == JobMode::Streaming,
+            tables: tables.into(),
+            streaming,
         }))
     }
 }
 
-/// A configured `LocalFile` source.
+/// Reads the entries of `tables_configs`, each a table of its own (SeaTunnel's
+/// `BaseMultipleTableFileSourceConfig`: an entry holds every option of one table).
+fn read_tables_configs(
+    o: &mut Options,
+    items: Vec<Value>,
+    streaming: bool,
+) -> Result<Vec<FileTable>> {
+    if items.is_empty() {
+        return Err(o.error("tables_configs", "is empty: give at least one table"));
+    }
+    // SeaTunnel reads nothing but the entries when tables_configs is set; say so rather
+    // than silently ignoring an option the user meant to apply.
+    for k in o.raw().keys() {
+        let top = k.split('.').next().unwrap_or(k);
+        if k != "tables_configs" && !COMMON_OPTIONS.iter().any(|c| c.name == top) {
+            return Err(o.error(
+                k,
+                "has no effect when tables_configs is set (SeaTunnel ignores it too): set it inside each table's entry",
+            ));
+        }
+    }
+    let mut tables: Vec<FileTable> = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let prefix = format!("tables_configs[{i}]");
+        let Value::Object(m) = item else {
+            return Err(o.error(
+                &prefix,
+                "expected a block { path = …, file_format_type = …, schema { table = …, fields { … } } }",
+            ));
+        };
+        let mut sub = Options::new(m, o.location().nested(&prefix));
+        let t = (|| {
+            let default_name = table_name(&mut sub)?;
+            let t = read_table(&mut sub, &default_name, streaming)?;
+            sub.finish(TABLE_OPTIONS)?;
+            Ok::<_, FerryError>(t)
+        })()
+        .map_err(|e| e.within(&prefix))?;
+        if let Some(j) = tables.iter().position(|other| other.name == t.name) {
+            return Err(o.error(
+                &format!("{prefix}.schema.table"),
+                format!("table name '{}' is also the name of tables_configs[{j}]; give every entry its own schema.table", t.name),
+            ));
+        }
+        tables.push(t);
+    }
+    o.finish(std::slice::from_ref(&TABLES_CONFIGS))?;
+    Ok(tables)
+}
+
+/// What a `schema` block declares.
+struct DeclaredSchema {
+    /// `schema.fields`, when given.
+    fields: Option<Schema>,
+    /// `schema.table`, when given.
+    table: Option<String>,
+}
+
+/// Keys a `schema` block may hold besides `fields` and `table` (accepted, unused).
+const SCHEMA_EXTRA_KEYS: &[&str] = &["schema_first", "comment", "primaryKey", "constraintKeys"];
+
+fn read_schema_block(o: &mut Options) -> Result<Option<DeclaredSchema>> {
+    let Some(s) = o.object("schema")? else {
+        return Ok(None);
+    };
+    let fields = match s.get("fields") {
+        None => None,
+        Some(Value::Object(f)) => {
+            Some(schema_from_fields(f).map_err(|e| o.error("schema.fields", e.0))?)
+        }
+        Some(v) => {
+            return Err(o.error(
+                "schema.fields",
+                format!("expected a block {{ name = type, … }}, found {v}"),
+            ))
+        }
+    };
+    let table = match s.get("table") {
+        None => None,
+        Some(Value::String(t)) if t.trim().is_empty() => None,
+        Some(Value::String(t)) => Some(t.clone()),
+        Some(v) => return Err(o.error("schema.table", format!("expected a table name, found {v}"))),
+    };
+    for k in s.keys() {
+        if k != "fields" && k != "table" && !SCHEMA_EXTRA_KEYS.contains(&k.as_str()) {
+            return Err(o.location().error_with_hint(
+                &format!("schema.{k}"),
+                "unknown option",
+                "a LocalFile schema block holds `table` and `fields { name = type, … }`",
+            ));
+        }
+    }
+    Ok(Some(DeclaredSchema { fields, table }))
+}
+
+/// Reads one table's options: the plugin block itself, or one `tables_configs` entry.
+/// `default_name` names the table when `schema.table` does not.
+fn read_table(o: &mut Options, default_name: &str, streaming: bool) -> Result<FileTable> {
+    let path = PathBuf::from(o.required_string("path")?);
+    let format = read_format(o, FORMATS)?
+        .ok_or_else(|| o.error("file_format_type", "is required but not set"))?;
+    let schema_block = read_schema_block(o)?;
+    let name = schema_block
+        .as_ref()
+        .and_then(|s| s.table.clone())
+        .unwrap_or_else(|| default_name.to_string());
+    let has_schema_block = schema_block.is_some();
+    let declared = schema_block.and_then(|s| s.fields);
+    let read_columns = o.string_list("read_columns")?;
+    let delim = match o.get_any(&["field_delimiter", "delimiter"]) {
+        Some((k, Value::String(s))) => Some((k, unescape_option(&s))),
+        Some((k, v)) => return Err(o.error(&k, format!("expected text, found {v}"))),
+        None => None,
+    };
+    let splitter = match &delim {
+        Some((k, d)) => Splitter::from_java_regex(d).map_err(|e| o.error(k, e))?,
+        None if format == Format::Csv => Splitter::Literal(",".into()),
+        None => Splitter::Literal("\u{1}".into()),
+    };
+    let _ = o.string("row_delimiter")?;
+    let parse_partition = o.bool("parse_partition_from_path")?.unwrap_or(true);
+    let formats = time_formats(o)?;
+    let skip_header = o.u64("skip_header_row_number")?.unwrap_or(0);
+    let csv_use_header_line = o.bool("csv_use_header_line")?.unwrap_or(false);
+    let encoding = read_encoding(o)?;
+    let _ = o.enum_value("compress_codec", &["none", "lzo"])?;
+    let filter = match o.string("file_filter_pattern")? {
+        None => None,
+        Some(p) => Some(Regex::new(&format!("^(?:{p})$")).map_err(|e| {
+            o.error(
+                "file_filter_pattern",
+                format!("invalid regular expression: {e}"),
+            )
+        })?),
+    };
+    let null_format = o.string("null_format")?;
+    let batch_size = o.u64("batch_size")?.unwrap_or(8192).max(1) as usize;
+    if o.string("sheet_name")?.is_some() {
+        return Err(o.error(
+            "sheet_name",
+            "excel files are not supported by Ferry's LocalFile",
+        ));
+    }
+
+    // Listing now tells the partition columns (and parquet's schema) up front, as
+    // SeaTunnel does when it builds the source's catalog table.
+    let files = list_files(&path, filter.as_ref())?;
+    let root = if path.is_file() {
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    } else {
+        path.clone()
+    };
+    let partition_keys: Vec<String> = if parse_partition {
+        files
+            .first()
+            .map(|f| {
+                partitions_of(&root, f)
+                    .into_iter()
+                    .map(|(k, _)| k)
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    // Without declared columns and without a file to read them from, SeaTunnel's
+    // `BaseFileSourceConfig` keeps the table it built from the options: no columns for a
+    // `schema` block without `fields`, else its one-column text table (`content`).
+    let content = || Schema::new(vec![Field::new("content", DataType::Utf8, true)]);
+    let mut schema_from_nothing = false;
+    let (file_schema, whole_line) = match (declared, format) {
+        (Some(s), _) => (s, false),
+        (None, Format::Text) => (content(), true),
+        (None, Format::Parquet) => match files.first() {
+            Some(f) => (read::parquet_schema(f)?, false),
+            None if streaming => {
+                return Err(FerryError::external(
+                    COMPONENT,
+                    format!(
+                        "no parquet file under '{}' to take the schema from: a STREAMING job must declare its columns in `schema {{ fields {{ … }} }}`",
+                        path.display()
+                    ),
+                ))
+            }
+            None => {
+                schema_from_nothing = true;
+                (if has_schema_block { Schema::empty() } else { content() }, false)
+            }
+        },
+        (None, _) if has_schema_block => match files.first() {
+            // SeaTunnel would make rows of no columns out of them: useless, and surely
+            // not what was meant.
+            Some(f) => {
+                return Err(o.error(
+                    "schema",
+                    format!("declares no columns, but '{}' has a file to read ({}): declare them in `schema {{ fields {{ name = type, … }} }}`", path.display(), f.display()),
+                ))
+            }
+            None => (Schema::empty(), false),
+        },
+        (None, _) => return Err(o.error("schema", "is required for the csv and json formats")),
+    };
+    let projection: Vec<usize> = match &read_columns {
+        // Columns to project are unknown until a parquet file exists.
+        Some(_) if schema_from_nothing => (0..file_schema.fields().len()).collect(),
+        None => (0..file_schema.fields().len()).collect(),
+        Some(cols) => {
+            let mut p = Vec::new();
+            for c in cols {
+                match file_schema.fields().iter().position(|f| f.name() == c) {
+                    Some(i) => p.push(i),
+                    None if partition_keys.contains(c) => {}
+                    None => {
+                        return Err(o.location().error_with_hint(
+                            "read_columns",
+                            format!("column '{c}' is not in the schema"),
+                            format!(
+                                "columns: {}",
+                                file_schema
+                                    .fields()
+                                    .iter()
+                                    .map(|f| f.name().as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        ))
+                    }
+                }
+            }
+            p
+        }
+    };
+    let spec = Arc::new(ReadSpec {
+        format,
+        file_schema: Arc::new(file_schema),
+        projection,
+        whole_line,
+        splitter,
+        skip_header,
+        csv_use_header_line,
+        formats,
+        null_format,
+        encoding,
+        batch_size,
+    });
+    let mut out_fields: Vec<Field> = spec
+        .projected_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    for k in &partition_keys {
+        if out_fields.iter().any(|f| f.name() == k) {
+            return Err(o.error("schema", format!("column '{k}' is also a partition directory of the path: remove it from the schema (SeaTunnel adds it)")));
+        }
+        out_fields.push(Field::new(k, DataType::Utf8, true));
+    }
+    Ok(FileTable {
+        name: name.into(),
+        output: Arc::new(Schema::new(out_fields)),
+        root,
+        path,
+        filter,
+        partition_keys,
+        spec,
+    })
+}
+
+/// One table of the source: where its files are and how to read them.
 #[derive(Debug)]
-pub struct LocalFileSource {
-    table: Arc<str>,
+struct FileTable {
+    name: Arc<str>,
     output: SchemaRef,
     root: PathBuf,
     path: PathBuf,
     filter: Option<Regex>,
     partition_keys: Vec<String>,
     spec: Arc<ReadSpec>,
+}
+
+/// A configured `LocalFile` source: one table, or one per `tables_configs` entry.
+#[derive(Debug)]
+pub struct LocalFileSource {
+    tables: Arc<[FileTable]>,
     streaming: bool,
 }
 
@@ -371,7 +514,10 @@ impl Source for LocalFileSource {
     }
 
     fn tables(&self) -> Vec<TableSchema> {
-        vec![TableSchema::new(self.table.clone(), self.output.clone())]
+        self.tables
+            .iter()
+            .map(|t| TableSchema::new(t.name.clone(), t.output.clone()))
+            .collect()
     }
 
     fn create_enumerator(
@@ -380,11 +526,10 @@ impl Source for LocalFileSource {
         restored: Option<Value>,
     ) -> Result<Box<dyn SplitEnumerator>> {
         let mut e = FileEnumerator {
-            path: self.path.clone(),
-            filter: self.filter.clone(),
+            tables: self.tables.clone(),
             parallelism: ctx.parallelism.max(1),
             streaming: self.streaming,
-            seen: BTreeSet::new(),
+            seen: vec![BTreeSet::new(); self.tables.len()],
             next_reader: 0,
             pending: VecDeque::new(),
             listed_once: false,
@@ -397,11 +542,7 @@ impl Source for LocalFileSource {
 
     fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
         Ok(Box::new(FileReader {
-            table: self.table.clone(),
-            output: self.output.clone(),
-            root: self.root.clone(),
-            partition_keys: self.partition_keys.clone(),
-            spec: self.spec.clone(),
+            tables: self.tables.clone(),
             queue: VecDeque::new(),
             current: None,
             no_more: false,
@@ -409,35 +550,86 @@ impl Source for LocalFileSource {
     }
 }
 
-/// Lists files and hands each out once; remembers what it handed out.
+/// Lists every table's files and hands each out once; remembers what it handed out.
 struct FileEnumerator {
-    path: PathBuf,
-    filter: Option<Regex>,
+    tables: Arc<[FileTable]>,
     parallelism: usize,
     streaming: bool,
-    seen: BTreeSet<String>,
+    /// Files handed out, per table (same order as `tables`).
+    seen: Vec<BTreeSet<String>>,
     next_reader: usize,
     /// Splits given back by failed readers, to assign again.
     pending: VecDeque<(usize, Split)>,
     listed_once: bool,
 }
 
-fn new_split(path: &str) -> Split {
-    Split {
-        id: path.to_string(),
-        state: json!({"path": path, "rows": 0}),
+/// A split reading `path` of `table` from its start. The split of a single-table source
+/// keeps the shape it had before `tables_configs` existed (no table in it), so that
+/// checkpoints taken by earlier versions restore; a split of a multi-table source names
+/// its table, which is how a restored reader finds the schema and options to read it with.
+fn new_split(tables: &[FileTable], table: usize, path: &str) -> Split {
+    if tables.len() == 1 {
+        Split {
+            id: path.to_string(),
+            state: json!({"path": path, "rows": 0}),
+        }
+    } else {
+        let name = &tables[table].name;
+        Split {
+            id: format!("{name}:{path}"),
+            state: json!({"table": name.as_ref(), "path": path, "rows": 0}),
+        }
+    }
+}
+
+/// The index of the table a split (fresh or restored) belongs to.
+fn table_of(tables: &[FileTable], s: &Split) -> Result<usize> {
+    match s.state.get("table").and_then(Value::as_str) {
+        None if tables.len() == 1 => Ok(0),
+        None => Err(FerryError::config(format!(
+            "LocalFile: the checkpoint holds split '{}' of a single-table source, but this source has {} tables (tables_configs): restore it with the job it was taken from, or start a new job id",
+            s.id,
+            tables.len()
+        ))),
+        Some(name) => tables.iter().position(|t| t.name.as_ref() == name).ok_or_else(|| {
+            FerryError::config(format!(
+                "LocalFile: the checkpoint holds split '{}' of table '{name}', which this source no longer has (tables: {}): restore it with the job it was taken from, or start a new job id",
+                s.id,
+                tables.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
+            ))
+        }),
     }
 }
 
 impl FileEnumerator {
     fn restore(&mut self, state: &Value) -> Result<()> {
         let bad = || FerryError::internal("LocalFile enumerator state is not the shape it wrote");
-        for p in state
-            .get("seen")
-            .and_then(Value::as_array)
-            .ok_or_else(bad)?
-        {
-            self.seen.insert(p.as_str().ok_or_else(bad)?.to_string());
+        match (state.get("seen"), state.get("seen_by_table")) {
+            // A single-table source's state (also what earlier versions wrote).
+            (Some(Value::Array(paths)), None) => {
+                if self.tables.len() != 1 {
+                    return Err(FerryError::config(format!(
+                        "LocalFile: the checkpoint was taken by a single-table source, but this source has {} tables (tables_configs): restore it with the job it was taken from, or start a new job id",
+                        self.tables.len()
+                    )));
+                }
+                for p in paths {
+                    self.seen[0].insert(p.as_str().ok_or_else(bad)?.to_string());
+                }
+            }
+            (None, Some(Value::Object(by_table))) => {
+                for (name, paths) in by_table {
+                    let Some(i) = self.tables.iter().position(|t| t.name.as_ref() == name) else {
+                        // An entry removed from tables_configs: its files are not read any
+                        // more, so what was seen of them no longer matters.
+                        continue;
+                    };
+                    for p in paths.as_array().ok_or_else(bad)? {
+                        self.seen[i].insert(p.as_str().ok_or_else(bad)?.to_string());
+                    }
+                }
+            }
+            _ => return Err(bad()),
         }
         self.next_reader = state
             .get("next_reader")
@@ -452,6 +644,7 @@ impl FileEnumerator {
             let reader = s.get("reader").and_then(Value::as_u64).ok_or_else(bad)? as usize;
             let split: Split = serde_json::from_value(s.get("split").cloned().ok_or_else(bad)?)
                 .map_err(|_| bad())?;
+            table_of(&self.tables, &split)?;
             self.pending.push_back((reader % self.parallelism, split));
         }
         self.listed_once = state
@@ -468,20 +661,28 @@ impl SplitEnumerator for FileEnumerator {
         if self.listed_once && !self.streaming {
             return Ok(out);
         }
-        let files = match list_files(&self.path, self.filter.as_ref()) {
-            Ok(f) => f,
-            // A streaming source may watch a directory that comes and goes.
-            Err(_) if self.streaming && self.listed_once => Vec::new(),
-            Err(e) => return Err(e),
-        };
-        self.listed_once = true;
-        for f in files {
-            let key = f.to_string_lossy().into_owned();
-            if self.seen.insert(key.clone()) {
-                out.push((self.next_reader % self.parallelism, new_split(&key)));
-                self.next_reader += 1;
+        for (i, table) in self.tables.iter().enumerate() {
+            let files = match list_files(&table.path, table.filter.as_ref()) {
+                Ok(f) => f,
+                // A streaming source may watch a directory that comes and goes.
+                Err(_) if self.streaming && self.listed_once => Vec::new(),
+                Err(e) if self.tables.len() > 1 => {
+                    return Err(e.within(&format!("table '{}'", table.name)))
+                }
+                Err(e) => return Err(e),
+            };
+            for f in files {
+                let key = f.to_string_lossy().into_owned();
+                if self.seen[i].insert(key.clone()) {
+                    out.push((
+                        self.next_reader % self.parallelism,
+                        new_split(&self.tables, i, &key),
+                    ));
+                    self.next_reader += 1;
+                }
             }
         }
+        self.listed_once = true;
         Ok(out)
     }
 
@@ -501,27 +702,35 @@ impl SplitEnumerator for FileEnumerator {
             .iter()
             .map(|(r, s)| json!({"reader": r, "split": s}))
             .collect();
-        Ok(
-            json!({"seen": self.seen, "next_reader": self.next_reader, "pending": pending, "listed": self.listed_once}),
-        )
+        let mut state = json!({"next_reader": self.next_reader, "pending": pending, "listed": self.listed_once});
+        if self.tables.len() == 1 {
+            state["seen"] = json!(self.seen[0]);
+        } else {
+            let by_table: serde_json::Map<String, Value> = self
+                .tables
+                .iter()
+                .zip(&self.seen)
+                .map(|(t, seen)| (t.name.to_string(), json!(seen)))
+                .collect();
+            state["seen_by_table"] = Value::Object(by_table);
+        }
+        Ok(state)
     }
 }
 
 struct OpenFile {
     split: Split,
+    /// Index into the source's tables.
+    table: usize,
     path: PathBuf,
     cursor: Box<dyn FileCursor>,
     partitions: Vec<ArrayRef>,
     partition_values: Vec<Option<String>>,
 }
 
-/// Reads its files one after the other.
+/// Reads its files one after the other, each with the options of its table.
 struct FileReader {
-    table: Arc<str>,
-    output: SchemaRef,
-    root: PathBuf,
-    partition_keys: Vec<String>,
-    spec: Arc<ReadSpec>,
+    tables: Arc<[FileTable]>,
     queue: VecDeque<Split>,
     current: Option<OpenFile>,
     no_more: bool,
@@ -544,16 +753,30 @@ impl FileReader {
         let Some(split) = self.queue.pop_front() else {
             return Ok(false);
         };
+        let table = table_of(&self.tables, &split)?;
+        let t = &self.tables[table];
         let path = PathBuf::from(split_path(&split));
-        let cursor = read::open(&self.spec, &path, split_rows(&split))?;
-        let found = partitions_of(&self.root, &path);
-        let partition_values = self
+        if t.spec.file_schema.fields().is_empty() {
+            // An empty `schema {}` suits an empty directory only (see `read_table`).
+            return Err(FerryError::data(
+                COMPONENT,
+                format!(
+                    "{}: table '{}' declares no columns (an empty schema block): declare them in `schema {{ fields {{ name = type, … }} }}` to read its files",
+                    path.display(),
+                    t.name
+                ),
+            ));
+        }
+        let cursor = read::open(&t.spec, &path, split_rows(&split))?;
+        let found = partitions_of(&t.root, &path);
+        let partition_values = t
             .partition_keys
             .iter()
             .map(|k| found.iter().find(|(fk, _)| fk == k).map(|(_, v)| v.clone()))
             .collect();
         self.current = Some(OpenFile {
             split,
+            table,
             path,
             cursor,
             partitions: Vec::new(),
@@ -565,6 +788,9 @@ impl FileReader {
 
 impl SourceReader for FileReader {
     fn add_splits(&mut self, splits: Vec<Split>) -> Result<()> {
+        for s in &splits {
+            table_of(&self.tables, s)?;
+        }
         self.queue.extend(splits);
         Ok(())
     }
@@ -599,20 +825,28 @@ impl SourceReader for FileReader {
                             .map(|v| Arc::new(StringArray::from(vec![v.as_deref(); n])) as ArrayRef)
                             .collect();
                     }
+                    let table = &self.tables[cur.table];
                     let mut cols = b.columns().to_vec();
                     cols.extend(cur.partitions.iter().cloned());
                     let data = RecordBatch::try_new_with_options(
-                        self.output.clone(),
+                        table.output.clone(),
                         cols,
                         &RecordBatchOptions::new().with_row_count(Some(n)),
                     )
                     .map_err(|e| {
                         FerryError::data(COMPONENT, format!("{}: {e}", cur.path.display()))
                     })?;
-                    cur.split.state =
-                        json!({"path": split_path(&cur.split), "rows": cur.cursor.position()});
+                    let rows = json!(cur.cursor.position());
+                    match cur.split.state.as_object_mut() {
+                        Some(state) => {
+                            state.insert("rows".into(), rows);
+                        }
+                        None => {
+                            cur.split.state = json!({"path": split_path(&cur.split), "rows": rows})
+                        }
+                    }
                     return Ok(ReadStatus::Batch(ChangeBatch::inserts(
-                        self.table.clone(),
+                        table.name.clone(),
                         data,
                     )));
                 }

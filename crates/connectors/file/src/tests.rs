@@ -1137,3 +1137,451 @@ fn null_typed_columns_round_trip_through_text_and_parquet() {
         );
     }
 }
+
+// ---- several tables (tables_configs) ----
+
+fn create_source(opts: Value, mode: JobMode) -> ferry_api::Result<Arc<dyn ferry_api::Source>> {
+    LocalFileSourceFactory.create(&mut Options::from_json("LocalFile", opts), &job(mode))
+}
+
+fn reader_ctx(mode: JobMode) -> ReaderContext {
+    ReaderContext {
+        subtask: 0,
+        parallelism: 1,
+        job: job(mode),
+    }
+}
+
+/// Polls `r` until it finishes (or, when `limit` is given, until it returned that many
+/// batches); the batches' rows counted per table, and whether the reader finished.
+fn drain(
+    r: &mut Box<dyn SourceReader>,
+    limit: Option<usize>,
+    counts: &mut std::collections::BTreeMap<String, usize>,
+) -> bool {
+    let mut n = 0;
+    loop {
+        if limit == Some(n) {
+            return false;
+        }
+        match r.poll_next().unwrap() {
+            ReadStatus::Batch(b) => {
+                *counts.entry(b.table.to_string()).or_default() += b.data.num_rows();
+                n += 1;
+            }
+            ReadStatus::Finished => return true,
+            ReadStatus::Idle(_) => panic!("a bounded reader with all its splits idled"),
+        }
+    }
+}
+
+/// Two directories: `json/` with 3 JSON lines, `csv/` with 4 `;`-separated lines.
+fn two_dirs(root: &Path) -> (PathBuf, PathBuf) {
+    let json_dir = root.join("json");
+    let csv_dir = root.join("csv");
+    std::fs::create_dir_all(&json_dir).unwrap();
+    std::fs::create_dir_all(&csv_dir).unwrap();
+    std::fs::write(
+        json_dir.join("a.json"),
+        "{\"id\": 1, \"name\": \"a\"}\n{\"id\": 2, \"name\": \"b\"}\n{\"id\": 3, \"name\": \"c\"}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        csv_dir.join("b.csv"),
+        "1;x;1.5\n2;y;2.5\n3;z;3.5\n4;w;4.5\n",
+    )
+    .unwrap();
+    (json_dir, csv_dir)
+}
+
+#[test]
+fn tables_configs_read_each_table_with_its_own_path_format_options_and_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json_dir, csv_dir) = two_dirs(dir.path());
+    let src = create_source(
+        json!({"tables_configs": [
+            {"path": json_dir, "file_format_type": "json",
+             "schema": {"table": "db.users", "fields": {"id": "int", "name": "string"}}},
+            {"path": csv_dir, "file_format_type": "csv", "field_delimiter": ";",
+             "schema": {"table": "db.orders", "fields": {"id": "bigint", "code": "string", "amount": "double"}}},
+            // The same directory again, as SeaTunnel's own e2e job does: a table of its own.
+            {"path": json_dir, "file_format_type": "json", "read_columns": ["name"],
+             "schema": {"table": "db.names", "fields": {"id": "int", "name": "string"}}}
+        ]}),
+        JobMode::Batch,
+    )
+    .unwrap();
+    let tables = src.tables();
+    let shapes: Vec<(String, Vec<String>)> = tables
+        .iter()
+        .map(|t| {
+            (
+                t.name.to_string(),
+                t.schema.fields().iter().map(|f| f.name().clone()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            (
+                "db.users".to_string(),
+                vec!["id".to_string(), "name".into()]
+            ),
+            (
+                "db.orders".into(),
+                vec!["id".into(), "code".into(), "amount".into()]
+            ),
+            ("db.names".into(), vec!["name".into()]),
+        ]
+    );
+    assert_eq!(
+        tables[1].schema.field(0).data_type(),
+        &arrow::datatypes::DataType::Int64
+    );
+    let mut en = src
+        .create_enumerator(
+            &EnumeratorContext {
+                parallelism: 1,
+                job: job(JobMode::Batch),
+            },
+            None,
+        )
+        .unwrap();
+    let splits: Vec<Split> = en.discover().unwrap().into_iter().map(|(_, s)| s).collect();
+    assert_eq!(splits.len(), 3, "one split per table and file");
+    let ids: std::collections::HashSet<&str> = splits.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids.len(), 3, "split ids are unique: {ids:?}");
+    assert!(en.is_exhausted());
+    let mut r = src.create_reader(&reader_ctx(JobMode::Batch)).unwrap();
+    r.add_splits(splits).unwrap();
+    r.no_more_splits();
+    let mut by_table: std::collections::BTreeMap<String, Vec<RecordBatch>> = Default::default();
+    loop {
+        match r.poll_next().unwrap() {
+            ReadStatus::Batch(b) => {
+                let t = tables.iter().find(|t| *t.name == *b.table).unwrap();
+                assert_eq!(b.data.schema(), t.schema, "{}", b.table);
+                by_table
+                    .entry(b.table.to_string())
+                    .or_default()
+                    .push(b.data);
+            }
+            ReadStatus::Finished => break,
+            ReadStatus::Idle(_) => panic!("idle"),
+        }
+    }
+    assert_eq!(rows(&by_table["db.users"]), 3);
+    assert_eq!(rows(&by_table["db.orders"]), 4);
+    assert_eq!(rows(&by_table["db.names"]), 3);
+    assert_eq!(value(&by_table["db.orders"], "code", 3), json!("w"));
+    assert_eq!(value(&by_table["db.orders"], "amount", 0), json!(1.5));
+    assert_eq!(value(&by_table["db.names"], "name", 2), json!("c"));
+}
+
+#[test]
+fn tables_configs_errors_name_the_entry_and_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json_dir, csv_dir) = two_dirs(dir.path());
+    let users = json!({"path": json_dir, "file_format_type": "json",
+                       "schema": {"table": "db.users", "fields": {"id": "int"}}});
+    let err = |opts: Value| {
+        create_source(opts, JobMode::Batch)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    let cases = [
+        (
+            json!({"tables_configs": [users, {"path": csv_dir, "file_format_type": "csv", "field_delimter": ";",
+                                              "schema": {"table": "db.orders", "fields": {"id": "int"}}}]}),
+            "option 'tables_configs[1].field_delimter': unknown option (did you mean 'field_delimiter'?",
+        ),
+        (
+            json!({"tables_configs": [{"file_format_type": "json", "schema": {"fields": {"id": "int"}}}]}),
+            "option 'tables_configs[0].path': is required but not set",
+        ),
+        (
+            json!({"tables_configs": [users, {"path": csv_dir, "file_format_type": "orc"}]}),
+            "option 'tables_configs[1].file_format_type': the 'orc' format is not supported",
+        ),
+        (
+            json!({"tables_configs": [users, {"path": csv_dir, "file_format_type": "csv",
+                                              "schema": {"table": "db.orders", "fields": {"id": "nonsense"}}}]}),
+            "option 'tables_configs[1].schema.fields'",
+        ),
+        (
+            json!({"tables_configs": [users, {"path": csv_dir, "file_format_type": "csv"}]}),
+            "option 'tables_configs[1].schema': is required for the csv and json formats",
+        ),
+        (
+            json!({"tables_configs": [users, {"path": csv_dir, "file_format_type": "csv",
+                                              "schema": {"table": "db.users", "fields": {"id": "int"}}}]}),
+            "option 'tables_configs[1].schema.table': table name 'db.users' is also the name of tables_configs[0]",
+        ),
+        (
+            json!({"tables_configs": [users, {"path": dir.path().join("missing"), "file_format_type": "csv",
+                                              "schema": {"table": "db.orders", "fields": {"id": "int"}}}]}),
+            "LocalFile: tables_configs[1]: path '",
+        ),
+        (
+            json!({"tables_configs": [users], "path": csv_dir}),
+            "option 'path': has no effect when tables_configs is set",
+        ),
+        (
+            json!({"tables_configs": []}),
+            "option 'tables_configs': is empty",
+        ),
+        (
+            json!({"tables_configs": ["db.users"]}),
+            "option 'tables_configs[0]': expected a block",
+        ),
+    ];
+    for (opts, expected) in cases {
+        let e = err(opts);
+        assert!(e.contains(expected), "expected {expected:?} in: {e}");
+    }
+}
+
+#[test]
+fn a_restore_resumes_each_tables_files_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    // The same file name in both directories, so only the table tells their splits apart.
+    let lines = |n: usize| (0..n).map(|i| format!("{i}\n")).collect::<String>();
+    std::fs::write(a.join("f.txt"), lines(50)).unwrap();
+    std::fs::write(b.join("f.txt"), lines(70)).unwrap();
+    let opts = json!({"tables_configs": [
+        {"path": a, "file_format_type": "text", "batch_size": 20, "schema": {"table": "t.a", "fields": {"n": "int"}}},
+        {"path": b, "file_format_type": "text", "batch_size": 20, "schema": {"table": "t.b", "fields": {"n": "int"}}}
+    ]});
+    let src = create_source(opts.clone(), JobMode::Streaming).unwrap();
+    let ectx = EnumeratorContext {
+        parallelism: 1,
+        job: job(JobMode::Streaming),
+    };
+    let mut en = src.create_enumerator(&ectx, None).unwrap();
+    let splits: Vec<Split> = en.discover().unwrap().into_iter().map(|(_, s)| s).collect();
+    assert_eq!(splits.len(), 2);
+    let mut r = src.create_reader(&reader_ctx(JobMode::Streaming)).unwrap();
+    r.add_splits(splits).unwrap();
+    let mut counts = std::collections::BTreeMap::new();
+    // Three batches: all of t.a's 50 lines (20 + 20 + 10), then a checkpoint.
+    drain(&mut r, Some(3), &mut counts);
+    let reader_state = r.snapshot(1).unwrap();
+    let enum_state = en.snapshot(1).unwrap();
+    // Read on after the checkpoint; a crash loses it.
+    drain(&mut r, Some(1), &mut counts);
+    let mut counts: std::collections::BTreeMap<String, usize> =
+        [("t.a".to_string(), 50)].into_iter().collect();
+
+    // The restored job: a new file in each directory appears meanwhile.
+    std::fs::write(a.join("g.txt"), lines(5)).unwrap();
+    std::fs::write(b.join("g.txt"), lines(7)).unwrap();
+    let src = create_source(opts, JobMode::Streaming).unwrap();
+    let mut en = src.create_enumerator(&ectx, Some(enum_state)).unwrap();
+    let new: Vec<Split> = en.discover().unwrap().into_iter().map(|(_, s)| s).collect();
+    let mut new_ids: Vec<&str> = new.iter().map(|s| s.id.as_str()).collect();
+    new_ids.sort();
+    assert_eq!(
+        new_ids,
+        [
+            format!("t.a:{}", a.join("g.txt").display()),
+            format!("t.b:{}", b.join("g.txt").display())
+        ],
+        "only the files no table has seen"
+    );
+    let mut r = src.create_reader(&reader_ctx(JobMode::Streaming)).unwrap();
+    r.add_splits(reader_state).unwrap();
+    r.add_splits(new).unwrap();
+    r.no_more_splits();
+    assert!(drain(&mut r, None, &mut counts));
+    assert_eq!(
+        counts,
+        [("t.a".to_string(), 55), ("t.b".to_string(), 77)]
+            .into_iter()
+            .collect(),
+        "every line of every table exactly once"
+    );
+}
+
+#[test]
+fn a_checkpoint_of_other_tables_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json_dir, _) = two_dirs(dir.path());
+    let src = create_source(
+        json!({"tables_configs": [{"path": json_dir, "file_format_type": "json",
+                                    "schema": {"table": "db.users", "fields": {"id": "int"}}}]}),
+        JobMode::Batch,
+    )
+    .unwrap();
+    let mut r = src.create_reader(&reader_ctx(JobMode::Batch)).unwrap();
+    let e = r
+        .add_splits(vec![Split {
+            id: "db.gone:/x".into(),
+            state: json!({"table": "db.gone", "path": "/x", "rows": 3}),
+        }])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("split 'db.gone:/x' of table 'db.gone', which this source no longer has (tables: db.users)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_table_name_comes_from_schema_table_then_plugin_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json_dir, _) = two_dirs(dir.path());
+    let name = |opts: Value| {
+        create_source(opts, JobMode::Batch).unwrap().tables()[0]
+            .name
+            .to_string()
+    };
+    let fields = json!({"id": "int"});
+    assert_eq!(
+        name(
+            json!({"path": json_dir, "file_format_type": "json", "plugin_output": "users",
+                    "schema": {"table": "db.users", "fields": fields}})
+        ),
+        "db.users"
+    );
+    assert_eq!(
+        name(
+            json!({"path": json_dir, "file_format_type": "json", "plugin_output": "users",
+                    "schema": {"fields": fields}})
+        ),
+        "users"
+    );
+    assert_eq!(
+        name(json!({"path": json_dir, "file_format_type": "json", "schema": {"fields": fields}})),
+        "default"
+    );
+}
+
+// ---- empty inputs ----
+
+#[test]
+fn an_empty_directory_is_an_empty_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("fake_empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    // SeaTunnel's local_file_to_console.conf (json): an empty schema block, no columns.
+    let (schema, b) =
+        read_all(json!({"path": empty, "file_format_type": "json", "schema": {}})).unwrap();
+    assert_eq!(schema.fields().len(), 0);
+    assert_eq!(rows(&b), 0);
+    // Parquet with nothing to take the schema from: SeaTunnel's one-column text table.
+    let (schema, b) = read_all(json!({"path": empty, "file_format_type": "parquet"})).unwrap();
+    assert_eq!(
+        schema
+            .fields()
+            .iter()
+            .map(|f| (f.name().as_str(), f.data_type().clone()))
+            .collect::<Vec<_>>(),
+        [("content", arrow::datatypes::DataType::Utf8)]
+    );
+    assert_eq!(rows(&b), 0);
+    // read_columns cannot be checked against a schema nobody knows yet.
+    let (_, b) =
+        read_all(json!({"path": empty, "file_format_type": "parquet", "read_columns": ["c_int"]}))
+            .unwrap();
+    assert_eq!(rows(&b), 0);
+    // A schema block naming only the table: no columns.
+    let (schema, _) = read_all(
+        json!({"path": empty, "file_format_type": "parquet", "schema": {"table": "db.t"}}),
+    )
+    .unwrap();
+    assert_eq!(schema.fields().len(), 0);
+    // Declared columns stay declared.
+    let (schema, b) = read_all(json!({"path": empty, "file_format_type": "csv",
+                                      "schema": {"fields": {"id": "int"}}}))
+    .unwrap();
+    assert_eq!(schema.fields().len(), 1);
+    assert_eq!(rows(&b), 0);
+    // A table of no columns has nothing to read a file into (SeaTunnel would make rows
+    // of no columns): refused when listing finds a file, and when a file arrives later.
+    std::fs::write(dir.path().join("x.json"), "{\"a\": 1}\n").unwrap();
+    let e = read_all(
+        json!({"path": dir.path().join("x.json"), "file_format_type": "json", "schema": {}}),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("option 'schema': declares no columns, but"),
+        "{e}"
+    );
+    let src = create_source(
+        json!({"path": empty, "file_format_type": "json", "schema": {}}),
+        JobMode::Streaming,
+    )
+    .unwrap();
+    let mut r = src.create_reader(&reader_ctx(JobMode::Streaming)).unwrap();
+    r.add_splits(vec![Split {
+        id: "x".into(),
+        state: json!({"path": dir.path().join("x.json"), "rows": 0}),
+    }])
+    .unwrap();
+    let e = r.poll_next().unwrap_err().to_string();
+    assert!(e.contains("table 'default' declares no columns"), "{e}");
+    // Still an error: csv and json without any schema block, and a streaming parquet
+    // source whose columns nothing tells.
+    let e = read_all(json!({"path": empty, "file_format_type": "json"}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("option 'schema': is required for the csv and json formats"),
+        "{e}"
+    );
+    let e = create_source(
+        json!({"path": empty, "file_format_type": "parquet"}),
+        JobMode::Streaming,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("a STREAMING job must declare its columns"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_parquet_schema_block_with_only_a_table_name_reads_the_files_schema() {
+    // SeaTunnel's local_file_parquet_to_assert_with_multipletable.conf.
+    let dir = tempfile::tempdir().unwrap();
+    let parquet = dir.path().join("parquet");
+    copy_into(
+        "e2e.parquet",
+        &parquet.join("name=tyrantlucifer/hobby=coding"),
+    );
+    let src = create_source(
+        json!({"tables_configs": [
+            {"schema": {"table": "fake01"}, "path": parquet, "file_format_type": "parquet"},
+            {"schema": {"table": "fake02"}, "path": parquet, "file_format_type": "parquet"}
+        ]}),
+        JobMode::Batch,
+    )
+    .unwrap();
+    for t in src.tables() {
+        assert_eq!(t.schema.fields().len(), 17, "{}", t.name);
+        assert!(t.schema.index_of("c_timestamp").is_ok());
+        assert!(t.schema.index_of("hobby").is_ok());
+    }
+}
+
+#[test]
+fn a_schema_block_rejects_what_it_does_not_know() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json_dir, _) = two_dirs(dir.path());
+    let e = create_source(
+        json!({"path": json_dir, "file_format_type": "json",
+               "schema": {"tabel": "db.users", "fields": {"id": "int"}}}),
+        JobMode::Batch,
+    )
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("option 'schema.tabel': unknown option"), "{e}");
+}
