@@ -1,12 +1,16 @@
 //! The Spark engine end to end: SeaTunnel's conformance cases, the same job on both
 //! engines, and a streaming savepoint/restore, on a local Spark (pyspark 4.1 installed by
-//! `scripts/setup-spark`). Spark tests run one at a time: each starts a JVM.
+//! `scripts/setup-spark`), and a savepoint on a standalone cluster on loopback (a master
+//! and two one-core workers started from the same pyspark package). Spark tests run one
+//! at a time: each starts a JVM.
 
 mod common;
 
+use std::io::BufRead;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
@@ -345,7 +349,6 @@ fn output_ids(dir: &Path) -> std::collections::BTreeMap<u64, usize> {
 /// the end every input id is in the output exactly once.
 #[test]
 fn crashes_of_the_whole_driver_lose_and_repeat_nothing() {
-    use std::os::unix::process::CommandExt;
     let _one = serial();
     let root = tempfile::tempdir().unwrap();
     let input = root.path().join("in");
@@ -440,4 +443,287 @@ sink {{ LocalFile {{ path = "{}", file_format_type = csv, is_enable_transaction 
     assert!(twice.is_empty(), "ids written twice: {twice:?}");
     assert_eq!(ids.len() as u64, expected);
     assert_eq!(ids.keys().next_back().copied(), Some(expected - 1));
+}
+
+/// A Spark standalone cluster on loopback: a master and two one-core workers, run from
+/// the Spark environment's pyspark package (`bin/spark-class`) on free ports of
+/// 127.0.0.1. Dropping it stops them (and the executors the workers started).
+struct Cluster {
+    url: String,
+    processes: Vec<Child>,
+    dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let py = spark_python();
+        let out = Command::new(&py)
+            .args([
+                "-c",
+                "import os, pyspark; print(os.path.dirname(pyspark.__file__))",
+            ])
+            .output()
+            .expect("the Spark environment's Python runs");
+        let home = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let class = home.join("bin/spark-class");
+        assert!(class.exists(), "{} is missing", class.display());
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let url = format!("spark://127.0.0.1:{port}");
+        let mut cluster = Cluster {
+            url: url.clone(),
+            processes: Vec::new(),
+            dir,
+        };
+        let spawn = |cluster: &mut Cluster, name: &str, args: &[&str]| {
+            let log = std::fs::File::create(cluster.dir.path().join(format!("{name}.log")))
+                .expect("create a log file");
+            let child = Command::new(&class)
+                .args(args)
+                .env("SPARK_HOME", &home)
+                .env("SPARK_LOCAL_IP", "127.0.0.1")
+                .env("SPARK_LOCAL_HOSTNAME", "127.0.0.1")
+                .env("SPARK_LOG_DIR", cluster.dir.path())
+                .env("SPARK_PID_DIR", cluster.dir.path())
+                // No REST submission server (a fixed port) and no web UIs to bind.
+                .env(
+                    "SPARK_DAEMON_JAVA_OPTS",
+                    "-Dspark.master.rest.enabled=false -Dspark.ui.enabled=false",
+                )
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log file"))
+                .stderr(log)
+                // Executors are the workers' children, in their process groups.
+                .process_group(0)
+                .spawn()
+                .expect("spark-class starts");
+            cluster.processes.push(child);
+        };
+        let port_text = port.to_string();
+        spawn(
+            &mut cluster,
+            "master",
+            &[
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port_text,
+                "--webui-port",
+                "0",
+            ],
+        );
+        for n in 1..=2 {
+            let work = cluster.dir.path().join(format!("work-{n}"));
+            let work = work.display().to_string();
+            spawn(
+                &mut cluster,
+                &format!("worker-{n}"),
+                &[
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    "0",
+                    "--work-dir",
+                    &work,
+                    &url,
+                ],
+            );
+        }
+        let master_log = cluster.dir.path().join("master.log");
+        let registered = eventually(Duration::from_secs(90), || {
+            std::fs::read_to_string(&master_log)
+                .map(|t| t.matches("Registering worker").count() >= 2)
+                .unwrap_or(false)
+        });
+        assert!(
+            registered,
+            "the standalone cluster did not start: {}",
+            std::fs::read_to_string(&master_log).unwrap_or_default()
+        );
+        cluster
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for p in &self.processes {
+            let _ = Command::new("kill")
+                .args(["-TERM", "--"])
+                .arg(format!("-{}", p.id()))
+                .status();
+        }
+        for p in &mut self.processes {
+            let start = Instant::now();
+            while p.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(15)
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = Command::new("kill")
+                .args(["-KILL", "--"])
+                .arg(format!("-{}", p.id()))
+                .status();
+            let _ = p.wait();
+        }
+    }
+}
+
+/// A running `ferry run --engine spark` in its own process group, whose stderr is
+/// collected as it comes.
+struct Driver {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Driver {
+    fn start(job: &Path, args: &[&str]) -> Driver {
+        let mut child = ferry()
+            .arg("run")
+            .arg(job)
+            .args(["--engine", "spark"])
+            .args(args)
+            .env("SPARK_LOCAL_IP", "127.0.0.1")
+            .env("SPARK_LOCAL_HOSTNAME", "127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("ferry starts");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let pipe = child.stderr.take().expect("stderr is piped");
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Driver { child, stderr }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn kill(&mut self) {
+        kill_group(&mut self.child);
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            kill_group(&mut self.child);
+        }
+    }
+}
+
+/// SIGKILL to `child`'s process group (the driver, its JVM and Python workers).
+fn kill_group(child: &mut Child) {
+    {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--"])
+            .arg(format!("-{}", child.id()))
+            .status();
+        let _ = wait_for(child, Duration::from_secs(30), "the killed driver");
+    }
+}
+
+/// On a real cluster, the driver is killed while micro-batch 1 (a new file) is planned
+/// but not committed; the rerun is asked for a savepoint while its Spark session starts,
+/// before Spark runs batch 1 again. The savepoint is kept and returns only once batch 1
+/// is committed: its rows are out when the driver exits, once each.
+#[test]
+fn a_savepoint_on_a_standalone_cluster_returns_after_the_replayed_batch_commits() {
+    let _one = serial();
+    let cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let input = root.path().join("in");
+    let output = root.path().join("out");
+    std::fs::create_dir_all(&input).unwrap();
+    let job = root.path().join("job.conf");
+    std::fs::write(
+        &job,
+        format!(
+            r#"
+env {{ job.name = "standalone", job.mode = "STREAMING", checkpoint.interval = 6000, parallelism = 1 }}
+source {{ LocalFile {{ plugin_output = events, path = "{}", file_format_type = csv, schema = {{ fields {{ id = bigint, payload = string }} }} }} }}
+sink {{ LocalFile {{ path = "{}", file_format_type = csv, is_enable_transaction = true }} }}
+"#,
+            input.display(),
+            output.display()
+        ),
+    )
+    .unwrap();
+    let ckpt = root.path().join("ckpt");
+    let ckpt_arg = ckpt.display().to_string();
+    let args = [
+        "--master",
+        cluster.url.as_str(),
+        "--job-id",
+        "sa",
+        "--checkpoint-dir",
+        ckpt_arg.as_str(),
+    ];
+    let offsets = ckpt.join("sa/query-0/offsets");
+    let commits = ckpt.join("sa/query-0/commits");
+    add_file(&input, 0);
+
+    let mut first = Driver::start(&job, &args);
+    // File 1 arrives while batch 0 runs, so batch 1 plans it.
+    let planned = eventually(Duration::from_secs(120), || offsets.join("0").exists());
+    assert!(planned, "batch 0 was never planned: {}", first.stderr());
+    add_file(&input, 1);
+    let planned = eventually(Duration::from_secs(60), || offsets.join("1").exists());
+    assert!(planned, "batch 1 was never planned: {}", first.stderr());
+    first.kill();
+    let planned_1 = std::fs::read_to_string(offsets.join("1")).unwrap();
+    assert!(planned_1.contains("part-00001"), "{planned_1}");
+    assert!(
+        !commits.join("1").exists(),
+        "batch 1 committed before the kill"
+    );
+
+    // Asked for while the rerun's Spark session starts (seconds on a cluster): the
+    // request waits for the query, which first runs batch 1 again.
+    let mut second = Driver::start(&job, &args);
+    wait_running_spark("sa", &ckpt);
+    request_savepoint("sa", &ckpt);
+    assert!(
+        !second.stderr().contains("session started"),
+        "the session started before the request: {}",
+        second.stderr()
+    );
+    let status = wait_for(&mut second.child, Duration::from_secs(150), "the rerun");
+    let err = second.stderr();
+    assert!(status.success(), "rerun: {err}");
+    assert!(err.contains("stopped with a savepoint"), "{err}");
+    assert!(
+        commits.join("1").exists(),
+        "the savepoint returned before batch 1 committed: {err}"
+    );
+    let ids = output_ids(&output);
+    assert_eq!(
+        ids.len() as u64,
+        2 * ROWS_PER_FILE,
+        "the rows of both files are out when the savepoint returns: {err}"
+    );
+    assert!(ids.values().all(|n| *n == 1), "every id once");
+    drop(cluster);
 }

@@ -188,7 +188,9 @@ def run_batch(spark, spec, plan):
 
 class _Stop:
     """Stop requests: SIGTERM/SIGINT and the ``control`` file that ``ferry savepoint``
-    and ``ferry cancel`` write."""
+    and ``ferry cancel`` write. Made before the job shows as RUNNING (a request that
+    arrives while the Spark session starts waits for the query); a request left by an
+    earlier run is dropped."""
 
     def __init__(self, job_dir):
         self.control = os.path.join(job_dir, "control") if job_dir else None
@@ -220,14 +222,33 @@ def _last_batch(q):
     return None if p is None else p.get("batchId")
 
 
-def run_streaming(spark, spec, plan, job_dir, on_batch=None):
+def _latest_log_entry(location, log):
+    """The highest batch id in Spark's ``offsets`` or ``commits`` log at ``location``
+    (``None`` when empty): files named by the batch id, written atomically."""
+    try:
+        ids = [int(n) for n in os.listdir(os.path.join(location, log)) if n.isdigit()]
+    except OSError:
+        return None
+    return max(ids) if ids else None
+
+
+def _committed_since(location, target):
+    """Whether micro-batch ``target`` (``None``: nothing planned) has committed."""
+    if target is None:
+        return True
+    done = _latest_log_entry(location, "commits")
+    return done is not None and done >= target
+
+
+def run_streaming(spark, spec, plan, job_dir, on_batch=None, stop=None):
     """Runs a STREAMING job until stopped; returns 'savepoint' or 'cancel'. ``on_batch``
-    is called after micro-batches complete."""
+    is called after micro-batches complete; ``stop`` watches for stop requests (made
+    here when not given)."""
     interval = plan["checkpoint_interval_ms"] or 10000
     sinks = plan["sinks"]
     chains = _sink_chains(plan)
     queries = []
-    stop = _Stop(job_dir)
+    stop = stop or _Stop(job_dir)
     for k in sinks:
         # Spark's checkpoint location: beside, not in, the job directory, whose `state`
         # file (for `ferry jobs`) Spark would take for its own state store.
@@ -258,8 +279,14 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None):
             .start()
         )
         queries.append(q)
-    asked_at = None
+    locations = [os.path.join(job_dir, "query-%d" % k["index"]) for k in sinks]
+    # Per query, the last micro-batch planned when the savepoint was asked for.
+    targets = None
     seen = None
+
+    def savepoint_complete():
+        return all(_committed_since(loc, t) for loc, t in zip(locations, targets))
+
     while True:
         progress = [_last_batch(q) for q in queries]
         if on_batch is not None and progress != seen:
@@ -272,6 +299,8 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None):
                     other.stop()
                 if exc is not None:
                     raise exc
+                if targets is not None and not savepoint_complete():
+                    raise RuntimeError(_incomplete(locations, targets))
                 return "savepoint"
         req = stop.poll()
         if req == "cancel":
@@ -279,14 +308,27 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None):
                 q.stop()
             return "cancel"
         if req == "savepoint":
-            if asked_at is None:
-                asked_at = [_last_batch(q) for q in queries]
-            # Stop each query once a micro-batch has committed since the request.
-            if all(_last_batch(q) is not None and (a is None or _last_batch(q) > a) for q, a in zip(queries, asked_at)):
+            if targets is None:
+                # Everything read before the request is in the micro-batches planned by
+                # then, which Spark logs in offsets/ before they run (after a restart,
+                # also the batch the last run planned and did not commit, which Spark
+                # runs again first). The savepoint is those batches' commits.
+                targets = [_latest_log_entry(loc, "offsets") for loc in locations]
+            if savepoint_complete():
                 for q in queries:
                     q.stop()
                 return "savepoint"
         time.sleep(0.2)
+
+
+def _incomplete(locations, targets):
+    """Why a savepoint failed: the micro-batches it waited for that did not commit."""
+    missing = [
+        "micro-batch %d of %s" % (t, os.path.basename(loc))
+        for loc, t in zip(locations, targets)
+        if not _committed_since(loc, t)
+    ]
+    return "the streaming query stopped before the savepoint completed: %s did not commit" % ", ".join(missing)
 
 
 def _error_text(e):
@@ -307,15 +349,18 @@ def run_one(spark_holder, a):
     streaming = plan["mode"] == "STREAMING"
     job_dir = None
     temp_dir = None
+    stop = None
     if a.job_id or a.checkpoint_dir:
         base = a.checkpoint_dir or os.path.join(os.environ.get("FERRY_HOME", os.path.expanduser("~/.ferry")), "checkpoints")
         job_dir, changes = _native.open_job_dir(base, spec)
         for change in changes:
             _say("job file changed since the last run: " + change)
+        stop = _Stop(job_dir) if streaming else None
         _native.set_state(job_dir, plan["job_id"], "RUNNING", os.getpid())
     elif streaming:
         # Spark needs a checkpoint location even when the job cannot be resumed.
         temp_dir = tempfile.mkdtemp(prefix="ferry-spark-")
+        stop = _Stop(None)
     started = time.monotonic()
     final = "FAILED"
     try:
@@ -325,7 +370,7 @@ def run_one(spark_holder, a):
                 if job_dir:
                     _native.set_state(job_dir, plan["job_id"], "RUNNING", os.getpid())
 
-            outcome = run_streaming(spark, spec, plan, job_dir or temp_dir, on_batch)
+            outcome = run_streaming(spark, spec, plan, job_dir or temp_dir, on_batch, stop)
             final = "SAVEPOINT" if outcome == "savepoint" else "CANCELLED"
         else:
             run_batch(spark, spec, plan)
