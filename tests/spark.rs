@@ -192,6 +192,182 @@ sink {{ LocalFile {{ plugin_input = out, path = "{}", file_format_type = json }}
     );
 }
 
+/// Jobs with several tables in one stream or several inputs to one plugin (`@OUT@` is the
+/// output directory): each must give the same rows on both engines.
+const MULTI_TABLE_JOBS: &[(&str, &str)] = &[
+    (
+        // SeaTunnel's shape: two FakeSources, no table names, one partitioned LocalFile
+        // sink that takes the union of both.
+        "two_sources_one_partitioned_sink",
+        r#"
+env { job.mode = "BATCH", parallelism = 1 }
+source {
+  FakeSource { row.num = 12, string.length = 1, seed = 1, schema = { fields { id = bigint, c_string = string, c_int = int } } }
+  FakeSource { row.num = 9, string.length = 1, seed = 2, schema = { fields { id = bigint, c_string = string, c_int = int } } }
+}
+sink {
+  LocalFile {
+    path = "@OUT@"
+    partition_by = ["c_string"]
+    partition_dir_expression = "${k0}=${v0}"
+    is_partition_field_write_in_file = true
+    file_format_type = "text"
+    field_delimiter = "\t"
+    is_enable_transaction = true
+  }
+}
+"#,
+    ),
+    (
+        // A multi-table source straight into one sink: one fused chain.
+        "one_stream_two_tables_fused",
+        r#"
+env { job.mode = "BATCH", parallelism = 1 }
+source {
+  FakeSource {
+    tables_configs = [
+      { row.num = 6, schema { table = "db.fake1", fields { id = int, name = string } } },
+      { row.num = 5, schema { table = "db.fake2", fields { code = bigint, at = time } } }
+    ]
+  }
+}
+sink { LocalFile { path = "@OUT@/${table_name}", file_format_type = "json" } }
+"#,
+    ),
+    (
+        // A multi-table stream through Spark (three readers), split by table and merged.
+        "one_stream_split_by_table",
+        r#"
+env { job.mode = "BATCH", parallelism = 1 }
+source {
+  FakeSource {
+    plugin_output = "fake"
+    tables_configs = [
+      { row.num = 4, schema { table = "db.orders", fields { order_id = int, amount = double } } },
+      { row.num = 5, schema { table = "db.events_a", fields { id = int, kind = string } } },
+      { row.num = 6, schema { table = "db.events_b", fields { id = int, kind = string } } }
+    ]
+  }
+}
+transform {
+  TableFilter { plugin_input = "fake", plugin_output = "orders", table_pattern = "orders" }
+  TableFilter { plugin_input = "fake", plugin_output = "events", table_pattern = "events_.*" }
+  TableMerge { plugin_input = "events", plugin_output = "merged", database = "dw", table = "events" }
+}
+sink {
+  LocalFile { plugin_input = "orders", path = "@OUT@/orders", file_format_type = "json" }
+  LocalFile { plugin_input = "merged", path = "@OUT@/events", file_format_type = "json" }
+  LocalFile { plugin_input = "fake", path = "@OUT@/all/${table_name}", file_format_type = "json" }
+}
+"#,
+    ),
+    (
+        // Transforms and sinks that read two streams.
+        "transforms_and_sinks_with_two_inputs",
+        r#"
+env { job.mode = "BATCH", parallelism = 1 }
+source {
+  FakeSource { plugin_output = "a", row.num = 7, seed = 3, schema = { fields { id = bigint, name = string, at = time } } }
+  FakeSource { plugin_output = "b", row.num = 8, seed = 4, schema = { fields { id = bigint, name = string, at = time } } }
+}
+transform {
+  Filter { plugin_input = ["a", "b"], plugin_output = "ids", include_fields = [id, at] }
+  TableMerge { plugin_input = ["a", "b"], plugin_output = "merged", table = "ab" }
+}
+sink {
+  LocalFile { plugin_input = ["a", "b"], path = "@OUT@/both/${table_name}", file_format_type = "json" }
+  LocalFile { plugin_input = "ids", path = "@OUT@/ids/${table_name}", file_format_type = "json" }
+  LocalFile { plugin_input = "merged", path = "@OUT@/merged", file_format_type = "json" }
+  Assert { plugin_input = "merged", rules { row_rules = [{ rule_type = MIN_ROW, rule_value = 15 }, { rule_type = MAX_ROW, rule_value = 15 }] } }
+}
+"#,
+    ),
+];
+
+/// Sorted lines of the visible files under `dir`, by directory relative to `dir` (file
+/// names hold transaction ids and differ from run to run).
+fn lines_by_directory(dir: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<String>>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') || name.starts_with('_') {
+                continue;
+            }
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else if let Ok(text) = std::fs::read_to_string(&p) {
+                let rel = dir.strip_prefix(root).unwrap_or(dir).display().to_string();
+                let lines = out.entry(rel).or_default();
+                lines.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+                lines.sort();
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Multi-table streams and plugins with several inputs run on Spark (one session for
+/// all, as the conformance run does) and write what the embedded engine writes, table by
+/// table and directory by directory.
+#[test]
+fn multi_table_and_multi_input_jobs_give_the_same_rows_on_both_engines() {
+    let _one = serial();
+    let root = tempfile::tempdir().unwrap();
+    let mut manifest = String::new();
+    for (name, text) in MULTI_TABLE_JOBS {
+        for engine in ["local", "spark"] {
+            let out = root.path().join(engine).join(name);
+            let job = root.path().join(format!("{name}-{engine}.conf"));
+            std::fs::write(&job, text.replace("@OUT@", &out.display().to_string())).unwrap();
+            if engine == "local" {
+                let run = ferry().arg("run").arg(&job).output().unwrap();
+                assert!(
+                    run.status.success(),
+                    "{name} on the embedded engine: {}",
+                    String::from_utf8_lossy(&run.stderr)
+                );
+            } else {
+                let entry = serde_json::json!({"name": name, "job": job, "vars": []});
+                manifest.push_str(&format!("{entry}\n"));
+            }
+        }
+    }
+    let list = root.path().join("manifest.jsonl");
+    std::fs::write(&list, manifest).unwrap();
+    let py = spark_python();
+    let mut child = Command::new(&py)
+        .args(["-m", "ferry_spark", "--manifest"])
+        .arg(&list)
+        .env("PYSPARK_PYTHON", &py)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the Spark driver starts");
+    let status = wait_for(&mut child, Duration::from_secs(600), "the jobs on Spark");
+    let out = child.wait_with_output().expect("collect output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (name, _) in MULTI_TABLE_JOBS {
+        let local = lines_by_directory(&root.path().join("local").join(name));
+        let spark = lines_by_directory(&root.path().join("spark").join(name));
+        assert!(
+            local.len() > 1 && local.values().all(|l| !l.is_empty()),
+            "{name}: {local:?}"
+        );
+        assert_eq!(local, spark, "{name}: the engines wrote different rows");
+    }
+}
+
 fn start_spark(job: &Path, job_id: &str, ckpt: &Path) -> Child {
     start_job(job, job_id, ckpt, &["--engine", "spark"])
 }

@@ -122,6 +122,64 @@ def _load(spark, spec, source, schema, streaming, location, budget_ms, transform
     return r.load()
 
 
+# The columns of a stream of several tables (``ferry_spark::convert::StreamCodec``): the
+# row's table by position, one struct column per table, the row kind.
+_TABLE = "__ferry_table"
+_KIND = "__ferry_row_kind"
+
+
+def _quoted(name):
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _table_counts(plan):
+    """How many tables each stream carries, by stream name."""
+    counts = {s["output"]: len(s["tables"]) for s in plan["sources"]}
+    counts.update({t["output"]: len(t["tables"]) for t in plan["transforms"]})
+    return counts
+
+
+def _as_part_of(df, tables, offset, target):
+    """``df`` (a stream of ``tables`` tables) as rows of the union ``target`` (a Spark
+    schema of several tables), its tables at positions ``offset``, ``offset + 1``, ...:
+    a one-table stream's columns go into one struct column, a multi-table stream's struct
+    columns move to their positions; the other tables' columns are null."""
+    from pyspark.sql import functions as F
+
+    slots = target.fields[1:-1]
+    if tables == 1:
+        data = [F.col(_quoted(c)) for c in df.columns if c != _KIND]
+        position = F.lit(offset).cast("int")
+        own = {offset: F.struct(*data)}
+    else:
+        position = (F.col(_TABLE) + F.lit(offset)).cast("int")
+        own = {offset + i: F.col("__ferry_t%d" % i) for i in range(tables)}
+    cols = [position.alias(_TABLE)]
+    for j, f in enumerate(slots):
+        cols.append(own.get(j, F.lit(None).cast(f.dataType)).alias(f.name))
+    cols.append(F.col(_KIND))
+    return df.select(*cols)
+
+
+def _input(streams, plan, node):
+    """The data frame plugin ``node`` (a transform or sink) reads: its input stream, or
+    the union of its input streams, as SeaTunnel and the embedded engine take it (each
+    row keeps its table)."""
+    inputs = node["inputs"]
+    if len(inputs) == 1:
+        return streams[inputs[0]]
+    from pyspark.sql.types import StructType
+
+    target = StructType.fromJson(node["input_schema"])
+    counts = _table_counts(plan)
+    union, offset = None, 0
+    for name in inputs:
+        part = _as_part_of(streams[name], counts[name], offset, target)
+        offset += counts[name]
+        union = part if union is None else union.unionAll(part)
+    return union
+
+
 def _frames(spark, spec, plan, streaming, location, budget_ms):
     """The data frame of every stream of the job, by stream name. A chain's transforms run
     inside its source's read task, whose data frame is the chain's output stream (stream
@@ -142,7 +200,7 @@ def _frames(spark, spec, plan, streaming, location, budget_ms):
         )
     for t in plan["transforms"]:
         if t["index"] not in fused:
-            df = streams[t["inputs"][0]]
+            df = _input(streams, plan, t)
             streams[t["output"]] = df.mapInArrow(transform_function(spec, t["index"]), StructType.fromJson(t["schema"]))
     return streams
 
@@ -175,7 +233,7 @@ def run_batch(spark, spec, plan):
         if k["index"] in chains:
             _run_fused(spark, spec, chains[k["index"]])
             continue
-        df = streams[k["inputs"][0]]
+        df = _input(streams, plan, k)
         (
             df.write.format("ferry_sink")
             .option("spec", spec)
@@ -266,7 +324,7 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None, stop=None):
             df = _load(spark, spec, chain["source"], _COMMIT_SCHEMA, True, location, interval,
                        chain["transforms"], k["index"], writers)
         else:
-            df = _frames(spark, spec, plan, True, location, interval)[k["inputs"][0]]
+            df = _input(_frames(spark, spec, plan, True, location, interval), plan, k)
         q = (
             df.writeStream.format("ferry_sink")
             .option("spec", spec)
