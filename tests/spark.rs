@@ -1,12 +1,16 @@
 //! The Spark engine end to end: SeaTunnel's conformance cases, the same job on both
 //! engines, and a streaming savepoint/restore, on a local Spark (pyspark 4.1 installed by
-//! `scripts/setup-spark`). Spark tests run one at a time: each starts a JVM.
+//! `scripts/setup-spark`), and a savepoint on a standalone cluster on loopback (a master
+//! and two one-core workers started from the same pyspark package). Spark tests run one
+//! at a time: each starts a JVM.
 
 mod common;
 
+use std::io::BufRead;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
@@ -198,6 +202,182 @@ sink {{ LocalFile {{ plugin_input = out, path = "{}", file_format_type = json }}
         sorted_lines(&unfused_out),
         "Spark without fusing wrote different rows"
     );
+}
+
+/// Jobs with several tables in one stream or several inputs to one plugin (`@OUT@` is the
+/// output directory): each must give the same rows on both engines.
+const MULTI_TABLE_JOBS: &[(&str, &str)] = &[
+    (
+        // SeaTunnel's shape: two FakeSources, no table names, one partitioned LocalFile
+        // sink that takes the union of both.
+        "two_sources_one_partitioned_sink",
+        r#"
+env { job.mode = "BATCH", parallelism = 1 }
+source {
+  FakeSource { row.num = 12, string.length = 1, seed = 1, schema = { fields { id = bigint, c_string = string, c_int = int } } }
+  FakeSource { row.num = 9, string.length = 1, seed = 2, schema = { fields { id = bigint, c_string = string, c_int = int } } }
+}
+sink {
+  LocalFile {
+    path = "@OUT@"
+    partition_by = ["c_string"]
+    partition_dir_expression = "${k0}=${v0}"
+    is_partition_field_write_in_file = true
+    file_format_type = "text"
+    field_delimiter = "\t"
+    is_enable_transaction = true
+  }
+}
+"#,
+    ),
+    (
+        // A multi-table source straight into one sink: one fused chain.
+        "one_stream_two_tables_fused",
+        r#"
+env { job.mode = "BATCH", parallelism = 1 }
+source {
+  FakeSource {
+    tables_configs = [
+      { row.num = 6, schema { table = "db.fake1", fields { id = int, name = string } } },
+      { row.num = 5, schema { table = "db.fake2", fields { code = bigint, at = time } } }
+    ]
+  }
+}
+sink { LocalFile { path = "@OUT@/${table_name}", file_format_type = "json" } }
+"#,
+    ),
+    (
+        // A multi-table stream through Spark (three readers), split by table and merged.
+        "one_stream_split_by_table",
+        r#"
+env { job.mode = "BATCH", parallelism = 1 }
+source {
+  FakeSource {
+    plugin_output = "fake"
+    tables_configs = [
+      { row.num = 4, schema { table = "db.orders", fields { order_id = int, amount = double } } },
+      { row.num = 5, schema { table = "db.events_a", fields { id = int, kind = string } } },
+      { row.num = 6, schema { table = "db.events_b", fields { id = int, kind = string } } }
+    ]
+  }
+}
+transform {
+  TableFilter { plugin_input = "fake", plugin_output = "orders", table_pattern = "orders" }
+  TableFilter { plugin_input = "fake", plugin_output = "events", table_pattern = "events_.*" }
+  TableMerge { plugin_input = "events", plugin_output = "merged", database = "dw", table = "events" }
+}
+sink {
+  LocalFile { plugin_input = "orders", path = "@OUT@/orders", file_format_type = "json" }
+  LocalFile { plugin_input = "merged", path = "@OUT@/events", file_format_type = "json" }
+  LocalFile { plugin_input = "fake", path = "@OUT@/all/${table_name}", file_format_type = "json" }
+}
+"#,
+    ),
+    (
+        // Transforms and sinks that read two streams.
+        "transforms_and_sinks_with_two_inputs",
+        r#"
+env { job.mode = "BATCH", parallelism = 1 }
+source {
+  FakeSource { plugin_output = "a", row.num = 7, seed = 3, schema = { fields { id = bigint, name = string, at = time } } }
+  FakeSource { plugin_output = "b", row.num = 8, seed = 4, schema = { fields { id = bigint, name = string, at = time } } }
+}
+transform {
+  Filter { plugin_input = ["a", "b"], plugin_output = "ids", include_fields = [id, at] }
+  TableMerge { plugin_input = ["a", "b"], plugin_output = "merged", table = "ab" }
+}
+sink {
+  LocalFile { plugin_input = ["a", "b"], path = "@OUT@/both/${table_name}", file_format_type = "json" }
+  LocalFile { plugin_input = "ids", path = "@OUT@/ids/${table_name}", file_format_type = "json" }
+  LocalFile { plugin_input = "merged", path = "@OUT@/merged", file_format_type = "json" }
+  Assert { plugin_input = "merged", rules { row_rules = [{ rule_type = MIN_ROW, rule_value = 15 }, { rule_type = MAX_ROW, rule_value = 15 }] } }
+}
+"#,
+    ),
+];
+
+/// Sorted lines of the visible files under `dir`, by directory relative to `dir` (file
+/// names hold transaction ids and differ from run to run).
+fn lines_by_directory(dir: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<String>>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') || name.starts_with('_') {
+                continue;
+            }
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else if let Ok(text) = std::fs::read_to_string(&p) {
+                let rel = dir.strip_prefix(root).unwrap_or(dir).display().to_string();
+                let lines = out.entry(rel).or_default();
+                lines.extend(text.lines().filter(|l| !l.is_empty()).map(str::to_string));
+                lines.sort();
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Multi-table streams and plugins with several inputs run on Spark (one session for
+/// all, as the conformance run does) and write what the embedded engine writes, table by
+/// table and directory by directory.
+#[test]
+fn multi_table_and_multi_input_jobs_give_the_same_rows_on_both_engines() {
+    let _one = serial();
+    let root = tempfile::tempdir().unwrap();
+    let mut manifest = String::new();
+    for (name, text) in MULTI_TABLE_JOBS {
+        for engine in ["local", "spark"] {
+            let out = root.path().join(engine).join(name);
+            let job = root.path().join(format!("{name}-{engine}.conf"));
+            std::fs::write(&job, text.replace("@OUT@", &out.display().to_string())).unwrap();
+            if engine == "local" {
+                let run = ferry().arg("run").arg(&job).output().unwrap();
+                assert!(
+                    run.status.success(),
+                    "{name} on the embedded engine: {}",
+                    String::from_utf8_lossy(&run.stderr)
+                );
+            } else {
+                let entry = serde_json::json!({"name": name, "job": job, "vars": []});
+                manifest.push_str(&format!("{entry}\n"));
+            }
+        }
+    }
+    let list = root.path().join("manifest.jsonl");
+    std::fs::write(&list, manifest).unwrap();
+    let py = spark_python();
+    let mut child = Command::new(&py)
+        .args(["-m", "ferry_spark", "--manifest"])
+        .arg(&list)
+        .env("PYSPARK_PYTHON", &py)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the Spark driver starts");
+    let status = wait_for(&mut child, Duration::from_secs(600), "the jobs on Spark");
+    let out = child.wait_with_output().expect("collect output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (name, _) in MULTI_TABLE_JOBS {
+        let local = lines_by_directory(&root.path().join("local").join(name));
+        let spark = lines_by_directory(&root.path().join("spark").join(name));
+        assert!(
+            local.len() > 1 && local.values().all(|l| !l.is_empty()),
+            "{name}: {local:?}"
+        );
+        assert_eq!(local, spark, "{name}: the engines wrote different rows");
+    }
 }
 
 fn start_spark(job: &Path, job_id: &str, ckpt: &Path) -> Child {
@@ -434,7 +614,6 @@ fn output_ids(dir: &Path) -> std::collections::BTreeMap<u64, usize> {
 /// the end every input id is in the output exactly once.
 #[test]
 fn crashes_of_the_whole_driver_lose_and_repeat_nothing() {
-    use std::os::unix::process::CommandExt;
     let _one = serial();
     let root = tempfile::tempdir().unwrap();
     let input = root.path().join("in");
@@ -529,4 +708,287 @@ sink {{ LocalFile {{ path = "{}", file_format_type = csv, is_enable_transaction 
     assert!(twice.is_empty(), "ids written twice: {twice:?}");
     assert_eq!(ids.len() as u64, expected);
     assert_eq!(ids.keys().next_back().copied(), Some(expected - 1));
+}
+
+/// A Spark standalone cluster on loopback: a master and two one-core workers, run from
+/// the Spark environment's pyspark package (`bin/spark-class`) on free ports of
+/// 127.0.0.1. Dropping it stops them (and the executors the workers started).
+struct Cluster {
+    url: String,
+    processes: Vec<Child>,
+    dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let py = spark_python();
+        let out = Command::new(&py)
+            .args([
+                "-c",
+                "import os, pyspark; print(os.path.dirname(pyspark.__file__))",
+            ])
+            .output()
+            .expect("the Spark environment's Python runs");
+        let home = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let class = home.join("bin/spark-class");
+        assert!(class.exists(), "{} is missing", class.display());
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let url = format!("spark://127.0.0.1:{port}");
+        let mut cluster = Cluster {
+            url: url.clone(),
+            processes: Vec::new(),
+            dir,
+        };
+        let spawn = |cluster: &mut Cluster, name: &str, args: &[&str]| {
+            let log = std::fs::File::create(cluster.dir.path().join(format!("{name}.log")))
+                .expect("create a log file");
+            let child = Command::new(&class)
+                .args(args)
+                .env("SPARK_HOME", &home)
+                .env("SPARK_LOCAL_IP", "127.0.0.1")
+                .env("SPARK_LOCAL_HOSTNAME", "127.0.0.1")
+                .env("SPARK_LOG_DIR", cluster.dir.path())
+                .env("SPARK_PID_DIR", cluster.dir.path())
+                // No REST submission server (a fixed port) and no web UIs to bind.
+                .env(
+                    "SPARK_DAEMON_JAVA_OPTS",
+                    "-Dspark.master.rest.enabled=false -Dspark.ui.enabled=false",
+                )
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log file"))
+                .stderr(log)
+                // Executors are the workers' children, in their process groups.
+                .process_group(0)
+                .spawn()
+                .expect("spark-class starts");
+            cluster.processes.push(child);
+        };
+        let port_text = port.to_string();
+        spawn(
+            &mut cluster,
+            "master",
+            &[
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port_text,
+                "--webui-port",
+                "0",
+            ],
+        );
+        for n in 1..=2 {
+            let work = cluster.dir.path().join(format!("work-{n}"));
+            let work = work.display().to_string();
+            spawn(
+                &mut cluster,
+                &format!("worker-{n}"),
+                &[
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    "0",
+                    "--work-dir",
+                    &work,
+                    &url,
+                ],
+            );
+        }
+        let master_log = cluster.dir.path().join("master.log");
+        let registered = eventually(Duration::from_secs(90), || {
+            std::fs::read_to_string(&master_log)
+                .map(|t| t.matches("Registering worker").count() >= 2)
+                .unwrap_or(false)
+        });
+        assert!(
+            registered,
+            "the standalone cluster did not start: {}",
+            std::fs::read_to_string(&master_log).unwrap_or_default()
+        );
+        cluster
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for p in &self.processes {
+            let _ = Command::new("kill")
+                .args(["-TERM", "--"])
+                .arg(format!("-{}", p.id()))
+                .status();
+        }
+        for p in &mut self.processes {
+            let start = Instant::now();
+            while p.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(15)
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = Command::new("kill")
+                .args(["-KILL", "--"])
+                .arg(format!("-{}", p.id()))
+                .status();
+            let _ = p.wait();
+        }
+    }
+}
+
+/// A running `ferry run --engine spark` in its own process group, whose stderr is
+/// collected as it comes.
+struct Driver {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Driver {
+    fn start(job: &Path, args: &[&str]) -> Driver {
+        let mut child = ferry()
+            .arg("run")
+            .arg(job)
+            .args(["--engine", "spark"])
+            .args(args)
+            .env("SPARK_LOCAL_IP", "127.0.0.1")
+            .env("SPARK_LOCAL_HOSTNAME", "127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("ferry starts");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let pipe = child.stderr.take().expect("stderr is piped");
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Driver { child, stderr }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn kill(&mut self) {
+        kill_group(&mut self.child);
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            kill_group(&mut self.child);
+        }
+    }
+}
+
+/// SIGKILL to `child`'s process group (the driver, its JVM and Python workers).
+fn kill_group(child: &mut Child) {
+    {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--"])
+            .arg(format!("-{}", child.id()))
+            .status();
+        let _ = wait_for(child, Duration::from_secs(30), "the killed driver");
+    }
+}
+
+/// On a real cluster, the driver is killed while micro-batch 1 (a new file) is planned
+/// but not committed; the rerun is asked for a savepoint while its Spark session starts,
+/// before Spark runs batch 1 again. The savepoint is kept and returns only once batch 1
+/// is committed: its rows are out when the driver exits, once each.
+#[test]
+fn a_savepoint_on_a_standalone_cluster_returns_after_the_replayed_batch_commits() {
+    let _one = serial();
+    let cluster = Cluster::start();
+    let root = tempfile::tempdir().unwrap();
+    let input = root.path().join("in");
+    let output = root.path().join("out");
+    std::fs::create_dir_all(&input).unwrap();
+    let job = root.path().join("job.conf");
+    std::fs::write(
+        &job,
+        format!(
+            r#"
+env {{ job.name = "standalone", job.mode = "STREAMING", checkpoint.interval = 6000, parallelism = 1 }}
+source {{ LocalFile {{ plugin_output = events, path = "{}", file_format_type = csv, schema = {{ fields {{ id = bigint, payload = string }} }} }} }}
+sink {{ LocalFile {{ path = "{}", file_format_type = csv, is_enable_transaction = true }} }}
+"#,
+            input.display(),
+            output.display()
+        ),
+    )
+    .unwrap();
+    let ckpt = root.path().join("ckpt");
+    let ckpt_arg = ckpt.display().to_string();
+    let args = [
+        "--master",
+        cluster.url.as_str(),
+        "--job-id",
+        "sa",
+        "--checkpoint-dir",
+        ckpt_arg.as_str(),
+    ];
+    let offsets = ckpt.join("sa/query-0/offsets");
+    let commits = ckpt.join("sa/query-0/commits");
+    add_file(&input, 0);
+
+    let mut first = Driver::start(&job, &args);
+    // File 1 arrives while batch 0 runs, so batch 1 plans it.
+    let planned = eventually(Duration::from_secs(120), || offsets.join("0").exists());
+    assert!(planned, "batch 0 was never planned: {}", first.stderr());
+    add_file(&input, 1);
+    let planned = eventually(Duration::from_secs(60), || offsets.join("1").exists());
+    assert!(planned, "batch 1 was never planned: {}", first.stderr());
+    first.kill();
+    let planned_1 = std::fs::read_to_string(offsets.join("1")).unwrap();
+    assert!(planned_1.contains("part-00001"), "{planned_1}");
+    assert!(
+        !commits.join("1").exists(),
+        "batch 1 committed before the kill"
+    );
+
+    // Asked for while the rerun's Spark session starts (seconds on a cluster): the
+    // request waits for the query, which first runs batch 1 again.
+    let mut second = Driver::start(&job, &args);
+    wait_running_spark("sa", &ckpt);
+    request_savepoint("sa", &ckpt);
+    assert!(
+        !second.stderr().contains("session started"),
+        "the session started before the request: {}",
+        second.stderr()
+    );
+    let status = wait_for(&mut second.child, Duration::from_secs(150), "the rerun");
+    let err = second.stderr();
+    assert!(status.success(), "rerun: {err}");
+    assert!(err.contains("stopped with a savepoint"), "{err}");
+    assert!(
+        commits.join("1").exists(),
+        "the savepoint returned before batch 1 committed: {err}"
+    );
+    let ids = output_ids(&output);
+    assert_eq!(
+        ids.len() as u64,
+        2 * ROWS_PER_FILE,
+        "the rows of both files are out when the savepoint returns: {err}"
+    );
+    assert!(ids.values().all(|n| *n == 1), "every id once");
+    drop(cluster);
 }

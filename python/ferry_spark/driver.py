@@ -123,6 +123,64 @@ def _load(spark, spec, source, schema, streaming, location, budget_ms, transform
     return r.load()
 
 
+# The columns of a stream of several tables (``ferry_spark::convert::StreamCodec``): the
+# row's table by position, one struct column per table, the row kind.
+_TABLE = "__ferry_table"
+_KIND = "__ferry_row_kind"
+
+
+def _quoted(name):
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _table_counts(plan):
+    """How many tables each stream carries, by stream name."""
+    counts = {s["output"]: len(s["tables"]) for s in plan["sources"]}
+    counts.update({t["output"]: len(t["tables"]) for t in plan["transforms"]})
+    return counts
+
+
+def _as_part_of(df, tables, offset, target):
+    """``df`` (a stream of ``tables`` tables) as rows of the union ``target`` (a Spark
+    schema of several tables), its tables at positions ``offset``, ``offset + 1``, ...:
+    a one-table stream's columns go into one struct column, a multi-table stream's struct
+    columns move to their positions; the other tables' columns are null."""
+    from pyspark.sql import functions as F
+
+    slots = target.fields[1:-1]
+    if tables == 1:
+        data = [F.col(_quoted(c)) for c in df.columns if c != _KIND]
+        position = F.lit(offset).cast("int")
+        own = {offset: F.struct(*data)}
+    else:
+        position = (F.col(_TABLE) + F.lit(offset)).cast("int")
+        own = {offset + i: F.col("__ferry_t%d" % i) for i in range(tables)}
+    cols = [position.alias(_TABLE)]
+    for j, f in enumerate(slots):
+        cols.append(own.get(j, F.lit(None).cast(f.dataType)).alias(f.name))
+    cols.append(F.col(_KIND))
+    return df.select(*cols)
+
+
+def _input(streams, plan, node):
+    """The data frame plugin ``node`` (a transform or sink) reads: its input stream, or
+    the union of its input streams, as SeaTunnel and the embedded engine take it (each
+    row keeps its table)."""
+    inputs = node["inputs"]
+    if len(inputs) == 1:
+        return streams[inputs[0]]
+    from pyspark.sql.types import StructType
+
+    target = StructType.fromJson(node["input_schema"])
+    counts = _table_counts(plan)
+    union, offset = None, 0
+    for name in inputs:
+        part = _as_part_of(streams[name], counts[name], offset, target)
+        offset += counts[name]
+        union = part if union is None else union.unionAll(part)
+    return union
+
+
 def _frames(spark, spec, plan, streaming, location, budget_ms):
     """The data frame of every stream of the job, by stream name. A chain's transforms run
     inside its source's read task, whose data frame is the chain's output stream (stream
@@ -143,7 +201,7 @@ def _frames(spark, spec, plan, streaming, location, budget_ms):
         )
     for t in plan["transforms"]:
         if t["index"] not in fused:
-            df = streams[t["inputs"][0]]
+            df = _input(streams, plan, t)
             streams[t["output"]] = df.mapInArrow(transform_function(spec, t["index"]), StructType.fromJson(t["schema"]))
     return streams
 
@@ -176,7 +234,7 @@ def run_batch(spark, spec, plan):
         if k["index"] in chains:
             _run_fused(spark, spec, chains[k["index"]])
             continue
-        df = streams[k["inputs"][0]]
+        df = _input(streams, plan, k)
         (
             df.write.format("ferry_sink")
             .option("spec", spec)
@@ -189,7 +247,9 @@ def run_batch(spark, spec, plan):
 
 class _Stop:
     """Stop requests: SIGTERM/SIGINT and the ``control`` file that ``ferry savepoint``
-    and ``ferry cancel`` write."""
+    and ``ferry cancel`` write. Made before the job shows as RUNNING (a request that
+    arrives while the Spark session starts waits for the query); a request left by an
+    earlier run is dropped."""
 
     def __init__(self, job_dir):
         self.control = os.path.join(job_dir, "control") if job_dir else None
@@ -221,14 +281,33 @@ def _last_batch(q):
     return None if p is None else p.get("batchId")
 
 
-def run_streaming(spark, spec, plan, job_dir, on_batch=None):
+def _latest_log_entry(location, log):
+    """The highest batch id in Spark's ``offsets`` or ``commits`` log at ``location``
+    (``None`` when empty): files named by the batch id, written atomically."""
+    try:
+        ids = [int(n) for n in os.listdir(os.path.join(location, log)) if n.isdigit()]
+    except OSError:
+        return None
+    return max(ids) if ids else None
+
+
+def _committed_since(location, target):
+    """Whether micro-batch ``target`` (``None``: nothing planned) has committed."""
+    if target is None:
+        return True
+    done = _latest_log_entry(location, "commits")
+    return done is not None and done >= target
+
+
+def run_streaming(spark, spec, plan, job_dir, on_batch=None, stop=None):
     """Runs a STREAMING job until stopped; returns 'savepoint' or 'cancel'. ``on_batch``
-    is called after micro-batches complete."""
+    is called after micro-batches complete; ``stop`` watches for stop requests (made
+    here when not given)."""
     interval = plan["checkpoint_interval_ms"] or 10000
     sinks = plan["sinks"]
     chains = _sink_chains(plan)
     queries = []
-    stop = _Stop(job_dir)
+    stop = stop or _Stop(job_dir)
     for k in sinks:
         # Spark's checkpoint location: beside, not in, the job directory, whose `state`
         # file (for `ferry jobs`) Spark would take for its own state store.
@@ -246,7 +325,7 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None):
             df = _load(spark, spec, chain["source"], _COMMIT_SCHEMA, True, location, interval,
                        chain["transforms"], k["index"], writers)
         else:
-            df = _frames(spark, spec, plan, True, location, interval)[k["inputs"][0]]
+            df = _input(_frames(spark, spec, plan, True, location, interval), plan, k)
         q = (
             df.writeStream.format("ferry_sink")
             .option("spec", spec)
@@ -259,8 +338,14 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None):
             .start()
         )
         queries.append(q)
-    asked_at = None
+    locations = [os.path.join(job_dir, "query-%d" % k["index"]) for k in sinks]
+    # Per query, the last micro-batch planned when the savepoint was asked for.
+    targets = None
     seen = None
+
+    def savepoint_complete():
+        return all(_committed_since(loc, t) for loc, t in zip(locations, targets))
+
     while True:
         progress = [_last_batch(q) for q in queries]
         if on_batch is not None and progress != seen:
@@ -273,6 +358,8 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None):
                     other.stop()
                 if exc is not None:
                     raise exc
+                if targets is not None and not savepoint_complete():
+                    raise RuntimeError(_incomplete(locations, targets))
                 return "savepoint"
         req = stop.poll()
         if req == "cancel":
@@ -280,14 +367,27 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None):
                 q.stop()
             return "cancel"
         if req == "savepoint":
-            if asked_at is None:
-                asked_at = [_last_batch(q) for q in queries]
-            # Stop each query once a micro-batch has committed since the request.
-            if all(_last_batch(q) is not None and (a is None or _last_batch(q) > a) for q, a in zip(queries, asked_at)):
+            if targets is None:
+                # Everything read before the request is in the micro-batches planned by
+                # then, which Spark logs in offsets/ before they run (after a restart,
+                # also the batch the last run planned and did not commit, which Spark
+                # runs again first). The savepoint is those batches' commits.
+                targets = [_latest_log_entry(loc, "offsets") for loc in locations]
+            if savepoint_complete():
                 for q in queries:
                     q.stop()
                 return "savepoint"
         time.sleep(0.2)
+
+
+def _incomplete(locations, targets):
+    """Why a savepoint failed: the micro-batches it waited for that did not commit."""
+    missing = [
+        "micro-batch %d of %s" % (t, os.path.basename(loc))
+        for loc, t in zip(locations, targets)
+        if not _committed_since(loc, t)
+    ]
+    return "the streaming query stopped before the savepoint completed: %s did not commit" % ", ".join(missing)
 
 
 def _error_text(e):
@@ -309,6 +409,7 @@ def run_one(spark_holder, a):
     job_dir = None
     job_lock = None
     temp_dir = None
+    stop = None
     if a.job_id or a.checkpoint_dir:
         base = a.checkpoint_dir or os.path.join(os.environ.get("FERRY_HOME", os.path.expanduser("~/.ferry")), "checkpoints")
         # The job directory's lock, held until the run ends: a second run of the same job
@@ -318,10 +419,12 @@ def run_one(spark_holder, a):
             _say("--from-scratch: job '%s' starts anew; its old history is in %s" % (plan["job_id"], discarded))
         for change in changes:
             _say("job file changed since the last run: " + change)
+        stop = _Stop(job_dir) if streaming else None
         _native.set_state(job_dir, plan["job_id"], "RUNNING", os.getpid())
     elif streaming:
         # Spark needs a checkpoint location even when the job cannot be resumed.
         temp_dir = tempfile.mkdtemp(prefix="ferry-spark-")
+        stop = _Stop(None)
     started = time.monotonic()
     final = "FAILED"
     try:
@@ -331,7 +434,7 @@ def run_one(spark_holder, a):
                 if job_dir:
                     _native.set_state(job_dir, plan["job_id"], "RUNNING", os.getpid())
 
-            outcome = run_streaming(spark, spec, plan, job_dir or temp_dir, on_batch)
+            outcome = run_streaming(spark, spec, plan, job_dir or temp_dir, on_batch, stop)
             final = "SAVEPOINT" if outcome == "savepoint" else "CANCELLED"
         else:
             run_batch(spark, spec, plan)

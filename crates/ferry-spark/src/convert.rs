@@ -13,17 +13,33 @@
 //!
 //! Row kinds (`+I -U +U -D`) travel in an extra `byte` column, [`KIND_COLUMN`], so that
 //! change data keeps its kinds through Spark.
+//!
+//! A data frame has one schema, a Ferry stream may carry several tables (a multi-table
+//! source, the union of a plugin's inputs): [`StreamCodec`] says how a stream's rows
+//! look in Spark and stamps each batch with its table again on the way back.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch, RecordBatchOptions, UInt8Array};
+use arrow::array::{
+    new_null_array, Array, ArrayRef, Int32Array, Int8Array, RecordBatch, RecordBatchOptions,
+    StructArray, UInt8Array,
+};
 use arrow::compute::{cast_with_options, CastOptions};
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef, TimeUnit};
-use ferry_api::{ChangeBatch, FerryError, Result};
+use ferry_api::{ChangeBatch, FerryError, Result, TableSchema};
 use serde_json::{json, Value};
 
 /// The column that carries each row's kind code (`RowKind as u8`) through Spark.
 pub const KIND_COLUMN: &str = "__ferry_row_kind";
+
+/// The column of a multi-table stream that says which of the stream's tables a row
+/// belongs to: the table's position in the stream's table list (see [`StreamCodec`]).
+pub const TABLE_COLUMN: &str = "__ferry_table";
+
+/// The struct column that carries the columns of table `position` in a multi-table stream.
+pub fn table_column(position: usize) -> String {
+    format!("__ferry_t{position}")
+}
 
 /// The Arrow type Spark uses for a column of Ferry type `dt`.
 pub fn spark_arrow_type(dt: &DataType) -> DataType {
@@ -239,6 +255,182 @@ pub fn from_spark(
     }
 }
 
+/// How the rows of one stream look in Spark, where a data frame has one schema.
+///
+/// A stream of one table is that table's columns in their Spark types, then
+/// [`KIND_COLUMN`] (what [`spark_schema`] gives). A stream of several tables is
+/// [`TABLE_COLUMN`] (the row's table, by position), one struct column per table
+/// ([`table_column`], null in the other tables' rows) and [`KIND_COLUMN`]: Spark moves
+/// and unions such rows as it would any others, and [`StreamCodec::from_spark`] splits
+/// them into one [`ChangeBatch`] per run of rows of one table, named as the plan names
+/// the table, so that sinks and transforms route them as on the embedded engine.
+#[derive(Debug, Clone)]
+pub struct StreamCodec {
+    tables: Vec<TableSchema>,
+    /// Each table's own Spark schema (flat, with [`KIND_COLUMN`]).
+    flat: Vec<SchemaRef>,
+    spark: SchemaRef,
+}
+
+impl StreamCodec {
+    /// The codec of a stream carrying `tables`, in this order.
+    pub fn new(tables: &[TableSchema]) -> Result<Self> {
+        let flat: Vec<SchemaRef> = tables.iter().map(|t| spark_schema(&t.schema)).collect();
+        let spark = match flat.as_slice() {
+            [] => return Err(FerryError::internal("a stream that carries no table")),
+            [one] => one.clone(),
+            many => {
+                let mut fields = vec![Field::new(TABLE_COLUMN, DataType::Int32, true)];
+                for (i, s) in many.iter().enumerate() {
+                    let data: Fields = s.fields()[..s.fields().len() - 1].iter().cloned().collect();
+                    fields.push(Field::new(table_column(i), DataType::Struct(data), true));
+                }
+                fields.push(Field::new(KIND_COLUMN, DataType::Int8, true));
+                Arc::new(Schema::new(fields))
+            }
+        };
+        Ok(StreamCodec {
+            tables: tables.to_vec(),
+            flat,
+            spark,
+        })
+    }
+
+    /// The tables of the stream, in order.
+    pub fn tables(&self) -> &[TableSchema] {
+        &self.tables
+    }
+
+    /// The schema of the stream's data frame.
+    pub fn spark_schema(&self) -> &SchemaRef {
+        &self.spark
+    }
+
+    /// Spark's JSON form of [`StreamCodec::spark_schema`] (as `StructType.fromJson` reads it).
+    pub fn spark_schema_json(&self) -> Result<Value> {
+        struct_json(self.spark.fields())
+    }
+
+    /// `batch` as a batch of the stream's data frame.
+    pub fn to_spark(&self, batch: &ChangeBatch) -> Result<RecordBatch> {
+        if self.tables.len() == 1 {
+            return to_spark(batch, &self.spark);
+        }
+        let position = self
+            .tables
+            .iter()
+            .position(|t| t.name == batch.table)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.tables.iter().map(|t| &*t.name).collect();
+                FerryError::internal(format!(
+                    "a batch of table '{}' in a stream of the tables {}",
+                    batch.table,
+                    names.join(", ")
+                ))
+            })?;
+        let flat = to_spark(batch, &self.flat[position])?;
+        let n = flat.num_rows();
+        let data = flat.num_columns() - 1;
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.tables.len() + 2);
+        columns.push(Arc::new(Int32Array::from_value(position as i32, n)));
+        for (i, f) in self.spark.fields()[1..=self.tables.len()]
+            .iter()
+            .enumerate()
+        {
+            if i != position {
+                columns.push(new_null_array(f.data_type(), n));
+                continue;
+            }
+            let DataType::Struct(fields) = f.data_type() else {
+                return Err(FerryError::internal("a table column that is no struct"));
+            };
+            let rows = StructArray::try_new_with_length(
+                fields.clone(),
+                flat.columns()[..data].to_vec(),
+                None,
+                n,
+            )?;
+            columns.push(Arc::new(rows));
+        }
+        columns.push(flat.column(data).clone());
+        let opts = RecordBatchOptions::new().with_row_count(Some(n));
+        Ok(RecordBatch::try_new_with_options(
+            self.spark.clone(),
+            columns,
+            &opts,
+        )?)
+    }
+
+    /// A batch of the stream's data frame, back in Ferry's types: one [`ChangeBatch`]
+    /// per run of consecutive rows of one table (none for an empty batch), in order.
+    pub fn from_spark(&self, batch: &RecordBatch) -> Result<Vec<ChangeBatch>> {
+        if batch.num_rows() == 0 {
+            return Ok(Vec::new());
+        }
+        if let [one] = self.tables.as_slice() {
+            return Ok(vec![from_spark(batch, one.name.clone(), &one.schema)?]);
+        }
+        let schema = batch.schema();
+        let missing = |name: &str| {
+            FerryError::internal(format!(
+                "a batch of a multi-table stream from Spark has no column {name}"
+            ))
+        };
+        let at = schema
+            .index_of(TABLE_COLUMN)
+            .map_err(|_| missing(TABLE_COLUMN))?;
+        let positions = cast_to(batch.column(at), &DataType::Int32, TABLE_COLUMN)?;
+        let positions = positions
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .ok_or_else(|| FerryError::internal("table positions are not integers"))?;
+        let kinds = schema
+            .index_of(KIND_COLUMN)
+            .ok()
+            .map(|k| batch.column(k).clone());
+        let position_of = |row: usize| -> Result<usize> {
+            let p = positions.is_valid(row).then(|| positions.value(row));
+            p.and_then(|p| usize::try_from(p).ok())
+                .filter(|p| *p < self.tables.len())
+                .ok_or_else(|| {
+                    FerryError::internal(format!(
+                        "a row from Spark names no table of the stream ({} tables): {p:?}",
+                        self.tables.len()
+                    ))
+                })
+        };
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < batch.num_rows() {
+            let p = position_of(start)?;
+            let mut end = start + 1;
+            while end < batch.num_rows() && position_of(end)? == p {
+                end += 1;
+            }
+            let name = table_column(p);
+            let column = schema.index_of(&name).map_err(|_| missing(&name))?;
+            let rows = batch.column(column).slice(start, end - start);
+            let rows = rows
+                .as_any()
+                .downcast_ref::<StructArray>()
+                .ok_or_else(|| FerryError::internal(format!("column {name} is no struct")))?;
+            let mut fields: Vec<Field> = rows.fields().iter().map(|f| (**f).clone()).collect();
+            let mut columns = rows.columns().to_vec();
+            if let Some(k) = &kinds {
+                fields.push(Field::new(KIND_COLUMN, k.data_type().clone(), true));
+                columns.push(k.slice(start, end - start));
+            }
+            let opts = RecordBatchOptions::new().with_row_count(Some(end - start));
+            let flat =
+                RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &opts)?;
+            let table = &self.tables[p];
+            out.push(from_spark(&flat, table.name.clone(), &table.schema)?);
+            start = end;
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,5 +534,74 @@ mod tests {
         let data = RecordBatch::try_new(one, vec![Arc::new(Int32Array::from(vec![1]))]).unwrap();
         let e = from_spark(&data, "t".into(), &s).unwrap_err().to_string();
         assert!(e.contains("has 1 columns where the plan has 2"), "{e}");
+    }
+
+    #[test]
+    fn a_stream_of_several_tables_crosses_spark_and_comes_back_table_by_table() {
+        let a = TableSchema::new("db.a", schema(&[("id", "int"), ("t", "time")]));
+        let b = TableSchema::new("db.b", schema(&[("name", "string")]));
+        let codec = StreamCodec::new(&[a.clone(), b.clone()]).unwrap();
+        let names: Vec<&str> = codec
+            .spark_schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [TABLE_COLUMN, "__ferry_t0", "__ferry_t1", KIND_COLUMN]
+        );
+        let rows_a = RecordBatch::try_new(
+            a.schema.clone(),
+            vec![
+                Arc::new(Int32Array::from(vec![1, 2])),
+                Arc::new(Time64MicrosecondArray::from(vec![Some(1_000_000), None])),
+            ],
+        )
+        .unwrap();
+        let rows_b = RecordBatch::try_new(
+            b.schema.clone(),
+            vec![Arc::new(StringArray::from(vec!["x"]))],
+        )
+        .unwrap();
+        let from_a = codec
+            .to_spark(&ChangeBatch::with_kinds(
+                "db.a".into(),
+                rows_a.clone(),
+                UInt8Array::from(vec![0, 3]),
+            ))
+            .unwrap();
+        let from_b = codec
+            .to_spark(&ChangeBatch::inserts("db.b".into(), rows_b.clone()))
+            .unwrap();
+        assert!(
+            from_a.column(2).is_null(0),
+            "table b's column is null in a's rows"
+        );
+        // What a union in Spark makes of them: one batch with both tables' rows.
+        let mixed =
+            arrow::compute::concat_batches(codec.spark_schema(), [&from_b, &from_a, &from_b])
+                .unwrap();
+        let back = codec.from_spark(&mixed).unwrap();
+        let tables: Vec<&str> = back.iter().map(|c| &*c.table).collect();
+        assert_eq!(tables, ["db.b", "db.a", "db.b"]);
+        assert_eq!(back[1].data, rows_a);
+        assert_eq!(back[1].kind(1), ferry_api::RowKind::Delete);
+        assert_eq!(back[2].data, rows_b);
+        let e = codec
+            .to_spark(&ChangeBatch::inserts("db.c".into(), rows_b))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("'db.c' in a stream of the tables db.a, db.b"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_stream_of_one_table_keeps_the_tables_own_columns() {
+        let a = TableSchema::new("a", schema(&[("id", "int")]));
+        let codec = StreamCodec::new(std::slice::from_ref(&a)).unwrap();
+        assert_eq!(codec.spark_schema(), &spark_schema(&a.schema));
     }
 }

@@ -11,7 +11,7 @@ use ferry_engine::{build_plan, Delivery, JobPlan, PlanOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::convert::spark_schema_json;
+use crate::convert::StreamCodec;
 
 /// What a worker needs to rebuild a job's plan: serialised into every Spark partition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -134,85 +134,71 @@ impl SparkJob {
         })
     }
 
-    /// The one table a stream carries: the Spark engine maps a stream to one data frame.
-    pub fn stream_table(&self, stream: &str) -> Result<TableSchema> {
-        // A transform may define a stream again under the same name: the last one counts.
-        let tables = self
-            .plan
-            .transforms
+    /// The tables stream `stream` carries (its last definition).
+    pub fn stream_tables(&self, stream: &str) -> Result<&[TableSchema]> {
+        self.stream_tables_before(stream, self.plan.transforms.len())
+    }
+
+    /// The tables of stream `stream` as the transforms before transform `index` leave it.
+    fn stream_tables_before(&self, stream: &str, index: usize) -> Result<&[TableSchema]> {
+        let p = &self.plan;
+        p.transforms[..index.min(p.transforms.len())]
             .iter()
             .rev()
             .find(|t| t.output == stream)
-            .map(|t| &t.tables)
+            .map(|t| t.tables.as_slice())
             .or_else(|| {
-                self.plan
-                    .sources
+                p.sources
                     .iter()
                     .find(|s| s.output == stream)
-                    .map(|s| &s.tables)
+                    .map(|s| s.tables.as_slice())
             })
-            .ok_or_else(|| {
-                FerryError::internal(format!("no stream named '{stream}' in the plan"))
-            })?;
-        match tables.as_slice() {
-            [one] => Ok(one.clone()),
-            _ => Err(FerryError::config(format!(
-                "stream '{stream}' carries {} tables; the Spark engine carries one table per stream (run this job with --engine local)",
-                tables.len()
-            ))),
-        }
+            .ok_or_else(|| FerryError::internal(format!("no stream named '{stream}' in the plan")))
     }
 
-    /// The schema of the input of sink `index` (its one input stream).
-    pub fn sink_input(&self, index: usize) -> Result<TableSchema> {
+    /// The tables source `index` emits.
+    pub fn source_tables(&self, index: usize) -> Result<&[TableSchema]> {
+        let s = self
+            .plan
+            .sources
+            .get(index)
+            .ok_or_else(|| FerryError::internal(format!("no source {index}")))?;
+        Ok(&s.tables)
+    }
+
+    /// The tables sink `index` receives: those of its input streams, in order (the union
+    /// of several inputs, as the embedded engine gives them to the sink).
+    pub fn sink_input(&self, index: usize) -> Result<&[TableSchema]> {
         let sink = self
             .plan
             .sinks
             .get(index)
             .ok_or_else(|| FerryError::internal(format!("no sink {index}")))?;
-        match sink.inputs.as_slice() {
-            [one] => self.stream_table(one),
-            _ => Err(FerryError::config(format!(
-                "sink {} reads {} streams; the Spark engine supports one input per sink (run this job with --engine local)",
-                sink.label,
-                sink.inputs.len()
-            ))),
-        }
+        Ok(&sink.tables)
     }
 
-    /// The schema of the input of transform `index`.
-    pub fn transform_input(&self, index: usize) -> Result<TableSchema> {
+    /// The tables transform `index` receives: those of its input streams, in order.
+    pub fn transform_input(&self, index: usize) -> Result<Vec<TableSchema>> {
         let t = self
             .plan
             .transforms
             .get(index)
             .ok_or_else(|| FerryError::internal(format!("no transform {index}")))?;
-        match t.inputs.as_slice() {
-            [one] => {
-                // The latest definition of the stream before this transform.
-                if let Some(prev) = self.plan.transforms[..index].iter().rev().find(|p| &p.output == one) {
-                    return single(one, &prev.tables);
-                }
-                let src = self.plan.sources.iter().find(|s| &s.output == one);
-                let src = src.ok_or_else(|| FerryError::internal(format!("no stream named '{one}' in the plan")))?;
-                single(one, &src.tables)
-            }
-            _ => Err(FerryError::config(format!(
-                "transform {} reads {} streams; the Spark engine supports one input per transform (run this job with --engine local)",
-                t.plugin,
-                t.inputs.len()
-            ))),
+        let mut out = Vec::new();
+        for input in &t.inputs {
+            out.extend(self.stream_tables_before(input, index)?.iter().cloned());
         }
+        Ok(out)
     }
 
-    /// The one table transform `index` emits.
-    pub fn stream_table_of_transform(&self, index: usize) -> Result<TableSchema> {
+    /// The tables transform `index` emits.
+    pub fn transform_output(&self, index: usize) -> Result<&[TableSchema]> {
         let t = self
             .plan
             .transforms
             .get(index)
             .ok_or_else(|| FerryError::internal(format!("no transform {index}")))?;
-        single(&t.output, &t.tables)
+        Ok(&t.tables)
     }
 
     /// The job cut into [`Chain`]s, one per source, in source order. (Stream names are
@@ -279,38 +265,42 @@ impl SparkJob {
     /// streams and Spark schemas, mode, checkpoint interval and delivery.
     pub fn plan_json(&self) -> Result<Value> {
         let p = &self.plan;
+        let names = |tables: &[TableSchema]| -> Vec<String> {
+            tables.iter().map(|t| t.name.to_string()).collect()
+        };
+        let schema = |tables: &[TableSchema]| StreamCodec::new(tables)?.spark_schema_json();
         let mut sources = Vec::new();
         for (i, s) in p.sources.iter().enumerate() {
-            let t = single(&s.output, &s.tables)?;
             sources.push(json!({
                 "index": i,
                 "plugin": s.plugin,
                 "output": s.output,
                 "parallelism": s.parallelism,
                 "bounded": s.source.boundedness() == Boundedness::Bounded,
-                "schema": spark_schema_json(&t.schema)?,
+                "schema": schema(&s.tables)?,
+                "tables": names(&s.tables),
             }));
         }
         let mut transforms = Vec::new();
         for (i, t) in p.transforms.iter().enumerate() {
-            self.transform_input(i)?;
-            let out = single(&t.output, &t.tables)?;
             transforms.push(json!({
                 "index": i,
                 "plugin": t.plugin,
                 "inputs": t.inputs,
+                "input_schema": schema(&self.transform_input(i)?)?,
                 "output": t.output,
-                "schema": spark_schema_json(&out.schema)?,
+                "schema": schema(&t.tables)?,
+                "tables": names(&t.tables),
             }));
         }
         let mut sinks = Vec::new();
         for (i, s) in p.sinks.iter().enumerate() {
-            self.sink_input(i)?;
             sinks.push(json!({
                 "index": i,
                 "plugin": s.plugin,
                 "label": s.label,
                 "inputs": s.inputs,
+                "input_schema": schema(&s.tables)?,
                 "parallelism": s.parallelism,
             }));
         }
@@ -357,16 +347,6 @@ fn flatten_conf(prefix: &str, v: &Value, out: &mut BTreeMap<String, String>) {
         other => {
             out.insert(prefix.to_string(), other.to_string());
         }
-    }
-}
-
-fn single(stream: &str, tables: &[TableSchema]) -> Result<TableSchema> {
-    match tables {
-        [one] => Ok(one.clone()),
-        _ => Err(FerryError::config(format!(
-            "stream '{stream}' carries {} tables; the Spark engine carries one table per stream (run this job with --engine local)",
-            tables.len()
-        ))),
     }
 }
 
@@ -433,7 +413,7 @@ pub(crate) mod tests {
             2
         );
         assert_eq!(j["sinks"][0]["inputs"][0], "f");
-        assert_eq!(job.sink_input(0).unwrap().schema.fields().len(), 1);
+        assert_eq!(job.sink_input(0).unwrap()[0].schema.fields().len(), 1);
     }
 
     #[test]
@@ -533,6 +513,70 @@ pub(crate) mod tests {
                 output: "b".into(),
             }]
         );
+    }
+
+    #[test]
+    fn multi_table_streams_and_several_inputs_are_planned_for_spark() {
+        // Two sources into one sink without plugin_input (SeaTunnel's usual shape), and a
+        // multi-table source into a transform.
+        let text = r#"
+            env { job.mode = BATCH }
+            source {
+              FakeSource { row.num = 3, schema = { fields { id = bigint } } }
+              FakeSource { row.num = 3, schema = { fields { id = bigint } } }
+              FakeSource {
+                plugin_output = multi
+                tables_configs = [
+                  { row.num = 2, schema { table = "db.a", fields { x = int } } },
+                  { row.num = 2, schema { table = "db.b", fields { y = string } } }
+                ]
+              }
+            }
+            transform { TableFilter { plugin_input = multi, plugin_output = only_a, table_pattern = "a" } }
+            sink {
+              Console { plugin_input = [__source_0, __source_1] }
+              Console { plugin_input = only_a }
+            }
+        "#;
+        let job = SparkJob::build(spec(text)).unwrap();
+        let j = job.plan_json().unwrap();
+        let fields = |v: &Value| -> Vec<String> {
+            v["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(j["sources"][2]["tables"], json!(["db.a", "db.b"]));
+        assert_eq!(
+            fields(&j["sources"][2]["schema"]),
+            [
+                "__ferry_table",
+                "__ferry_t0",
+                "__ferry_t1",
+                "__ferry_row_kind"
+            ]
+        );
+        assert_eq!(
+            fields(&j["transforms"][0]["schema"]),
+            ["x", "__ferry_row_kind"]
+        );
+        assert_eq!(
+            fields(&j["sinks"][0]["input_schema"]),
+            [
+                "__ferry_table",
+                "__ferry_t0",
+                "__ferry_t1",
+                "__ferry_row_kind"
+            ]
+        );
+        assert_eq!(job.sink_input(0).unwrap().len(), 2);
+        // A sink with two inputs reads data frames: no chain ends in it.
+        let chains = job.chains();
+        assert_eq!((chains[0].sink, chains[1].sink), (None, None));
+        assert_eq!(chains[2].transforms, vec![0]);
+        assert_eq!(chains[2].sink, Some(1));
     }
 
     #[test]

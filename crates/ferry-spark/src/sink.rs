@@ -8,22 +8,20 @@
 //! recorded, so a batch Spark commits again after a restart is not published twice.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
 use ferry_api::{ChangeBatch, FerryError, Result, SinkWriter, TransformInstance, WriterContext};
 use serde_json::Value;
 
-use crate::convert::{from_spark, spark_schema, to_spark};
+use crate::convert::StreamCodec;
 use crate::job::SparkJob;
 use crate::source::PartitionReader;
 
 /// One Spark write task's Ferry writer.
 pub struct PartitionWriter {
     writer: Box<dyn SinkWriter>,
-    table: Arc<str>,
-    expected: SchemaRef,
+    /// How the sink's input looks in Spark (the union of its input streams' tables).
+    codec: StreamCodec,
     rows: u64,
 }
 
@@ -42,7 +40,7 @@ impl PartitionWriter {
             .sinks
             .get(sink)
             .ok_or_else(|| FerryError::internal(format!("no sink {sink}")))?;
-        let input = job.sink_input(sink)?;
+        let codec = StreamCodec::new(job.sink_input(sink)?)?;
         let ctx = WriterContext {
             subtask,
             parallelism: parallelism.max(1),
@@ -52,20 +50,18 @@ impl PartitionWriter {
         let writer = node.sink.create_writer(&ctx, None)?;
         Ok(PartitionWriter {
             writer,
-            table: input.name.clone(),
-            expected: input.schema.clone(),
+            codec,
             rows: 0,
         })
     }
 
-    /// Writes a batch from Spark.
+    /// Writes a batch from Spark (each table's rows stamped with its name).
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        if batch.num_rows() == 0 {
-            return Ok(());
+        for b in self.codec.from_spark(batch)? {
+            self.rows += b.num_rows() as u64;
+            self.writer.write(&b)?;
         }
-        let b = from_spark(batch, self.table.clone(), &self.expected)?;
-        self.rows += b.num_rows() as u64;
-        self.writer.write(&b)
+        Ok(())
     }
 
     /// Writes a batch in Ferry's types (a fused chain's output, which never went
@@ -242,9 +238,9 @@ pub fn abort(job: &SparkJob, sink: usize, checkpoint_id: u64, infos: Vec<Value>)
 /// Transform `index` of a job, applied to batches from Spark (`mapInArrow`).
 pub struct TransformRunner {
     instance: Box<dyn TransformInstance>,
-    table: Arc<str>,
-    input: SchemaRef,
-    output: SchemaRef,
+    /// Its input: the union of its input streams' tables.
+    input: StreamCodec,
+    output: StreamCodec,
 }
 
 impl TransformRunner {
@@ -255,31 +251,30 @@ impl TransformRunner {
             .transforms
             .get(index)
             .ok_or_else(|| FerryError::internal(format!("no transform {index}")))?;
-        let input = job.transform_input(index)?;
-        let out = match node.tables.as_slice() {
-            [one] => one.clone(),
-            _ => {
-                return Err(FerryError::config(format!(
-                    "transform {} emits {} tables; the Spark engine carries one table per stream",
-                    node.plugin,
-                    node.tables.len()
-                )))
-            }
-        };
         Ok(TransformRunner {
             instance: node.transform.create_instance()?,
-            table: input.name.clone(),
-            input: input.schema.clone(),
-            output: spark_schema(&out.schema),
+            input: StreamCodec::new(&job.transform_input(index)?)?,
+            output: StreamCodec::new(&node.tables)?,
         })
     }
 
     /// The transformed batch in Spark's types, or `None` when no row remains.
     pub fn apply(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>> {
-        let b = from_spark(batch, self.table.clone(), &self.input)?;
-        match self.instance.transform(b)? {
-            Some(out) if out.num_rows() > 0 => Ok(Some(to_spark(&out, &self.output)?)),
-            _ => Ok(None),
+        let mut out = Vec::new();
+        for b in self.input.from_spark(batch)? {
+            if let Some(t) = self.instance.transform(b)? {
+                if t.num_rows() > 0 {
+                    out.push(self.output.to_spark(&t)?);
+                }
+            }
+        }
+        match out.len() {
+            0 => Ok(None),
+            1 => Ok(out.pop()),
+            _ => Ok(Some(arrow::compute::concat_batches(
+                self.output.spark_schema(),
+                &out,
+            )?)),
         }
     }
 }
@@ -290,6 +285,7 @@ mod tests {
     use crate::convert::KIND_COLUMN;
     use crate::job::tests::spec;
     use arrow::array::{Array, Int64Array, Int8Array};
+    use std::sync::Arc;
 
     fn job(dir: &Path) -> SparkJob {
         let text = format!(
@@ -496,6 +492,55 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("row 1 of table"), "{e}");
+    }
+
+    #[test]
+    fn a_union_of_two_streams_reaches_transforms_and_sinks_table_by_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let text = format!(
+            r#"
+            env {{ job.mode = BATCH }}
+            source {{
+              FakeSource {{ plugin_output = a, row.num = 2, schema = {{ fields {{ id = bigint }} }} }}
+              FakeSource {{ plugin_output = b, row.num = 3, schema = {{ fields {{ id = bigint }} }} }}
+            }}
+            transform {{ TableMerge {{ plugin_input = [a, b], plugin_output = ab, table = "ab" }} }}
+            sink {{ LocalFile {{ plugin_input = [a, b], path = "{}/${{table_name}}", file_format_type = json }} }}
+            "#,
+            out.display()
+        );
+        let job = SparkJob::build(spec(&text)).unwrap();
+        let codec = StreamCodec::new(job.sink_input(0).unwrap()).unwrap();
+        // A batch of the union as Spark gives it: rows of `b`, then of `a`.
+        let rows = |table: &str, n: i64| {
+            let t = job
+                .sink_input(0)
+                .unwrap()
+                .iter()
+                .find(|t| &*t.name == table)
+                .unwrap();
+            let data = RecordBatch::try_new(
+                t.schema.clone(),
+                vec![Arc::new(Int64Array::from_iter_values(0..n))],
+            )
+            .unwrap();
+            codec
+                .to_spark(&ChangeBatch::inserts(t.name.clone(), data))
+                .unwrap()
+        };
+        let union =
+            arrow::compute::concat_batches(codec.spark_schema(), &[rows("b", 3), rows("a", 2)])
+                .unwrap();
+        let mut merge = TransformRunner::new(&job, 0).unwrap();
+        let merged = merge.apply(&union).unwrap().unwrap();
+        assert_eq!(merged.num_rows(), 5);
+        assert_eq!(merged.schema().field(0).name(), "id");
+        let mut w = PartitionWriter::open(&job, 0, 0, 1, "q-0-0-0").unwrap();
+        w.write(&union).unwrap();
+        let info = w.prepare(1).unwrap();
+        assert!(commit(&job, 0, 1, info.into_iter().collect(), None, true).unwrap());
+        assert_eq!((visible(&out.join("a")), visible(&out.join("b"))), (2, 3));
     }
 
     #[test]

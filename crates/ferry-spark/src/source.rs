@@ -26,7 +26,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
 use ferry_api::{
     ChangeBatch, EnumeratorContext, FerryError, ReadStatus, ReaderContext, Result, SourceReader,
     Split, SplitEnumerator, TransformInstance,
@@ -35,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::canonical;
-use crate::convert::{spark_schema, to_spark};
+use crate::convert::StreamCodec;
 use crate::job::SparkJob;
 
 /// How long a batch-mode enumerator may go without finding a split before it is
@@ -398,8 +397,8 @@ pub struct PartitionReader {
     /// Transforms applied in the reader's task, in order (see [`crate::job::Chain`]),
     /// each with the table name its output gets.
     transforms: Vec<FusedTransform>,
-    /// The Spark schema of what this partition returns (after its transforms).
-    target: SchemaRef,
+    /// How what this partition returns (after its transforms) looks in Spark.
+    codec: StreamCodec,
     limit: Limit,
     rows: u64,
     done: bool,
@@ -419,7 +418,7 @@ impl PartitionReader {
             .sources
             .get(source)
             .ok_or_else(|| FerryError::internal(format!("no source {source}")))?;
-        let table = job.stream_table(&node.output)?;
+        let codec = StreamCodec::new(&node.tables)?;
         let ctx = ReaderContext {
             subtask,
             parallelism: node.parallelism,
@@ -432,7 +431,7 @@ impl PartitionReader {
             reader: Some(reader),
             rename: node.rename.clone(),
             transforms: Vec::new(),
-            target: spark_schema(&table.schema),
+            codec,
             limit: Limit::Exhaust,
             rows: 0,
             done: false,
@@ -447,7 +446,7 @@ impl PartitionReader {
             .sources
             .get(part.source)
             .ok_or_else(|| FerryError::internal(format!("no source {}", part.source)))?;
-        let table = job.stream_table(&node.output)?;
+        let codec = StreamCodec::new(&node.tables)?;
         let location = PathBuf::from(&part.location);
         let record = record_path(&location, part.source, part.batch, part.subtask);
         let limit = if record.exists() {
@@ -497,7 +496,7 @@ impl PartitionReader {
             reader: Some(reader),
             rename: node.rename.clone(),
             transforms: Vec::new(),
-            target: spark_schema(&table.schema),
+            codec,
             limit,
             rows: 0,
             done: false,
@@ -523,7 +522,7 @@ impl PartitionReader {
                 .ok_or_else(|| FerryError::internal(format!("no transform {i}")))?;
             self.transforms
                 .push((node.transform.create_instance()?, node.rename.clone()));
-            self.target = spark_schema(&job.stream_table_of_transform(i)?.schema);
+            self.codec = StreamCodec::new(job.transform_output(i)?)?;
         }
         Ok(self)
     }
@@ -537,7 +536,7 @@ impl PartitionReader {
     /// planned. May sleep while the source has nothing (call it without holding the GIL).
     pub fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         self.next_change()?
-            .map(|b| to_spark(&b, &self.target))
+            .map(|b| self.codec.to_spark(&b))
             .transpose()
     }
 
