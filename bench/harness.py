@@ -149,6 +149,31 @@ def split_csv(csv: Path, parts: Path, n: int) -> None:
     (parts / "_done").write_text("")
 
 
+def derived_data(con_sql: str) -> None:
+    """Runs one DuckDB statement that writes a derived input file (workloads 6 and 7)."""
+    import duckdb
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    con.execute(con_sql)
+
+
+def make_iso_csv(csv: Path, iso: Path) -> None:
+    """The same CSV with ISO timestamps (`2024-02-24T14:11:08`): every column kept as text."""
+    tmp = iso.with_name("." + iso.name)
+    derived_data(f"""COPY (SELECT id, user_id, event_type, amount, replace(ts, ' ', 'T') AS ts, note
+        FROM read_csv('{csv}', header = true, all_varchar = true))
+        TO '{tmp}' (FORMAT csv, HEADER true, QUOTE '"')""")
+    tmp.rename(iso)
+
+
+def make_json(csv: Path, out: Path, n: int) -> None:
+    """The first n rows of the CSV as JSON lines: numbers as numbers, ts as its text."""
+    tmp = out.with_name("." + out.name)
+    derived_data(f"""COPY (SELECT id, user_id, event_type, amount, ts, note FROM read_csv('{csv}',
+        header = true, columns = {CSV_COLUMNS}) LIMIT {n}) TO '{tmp}' (FORMAT json)""")
+    tmp.rename(out)
+
+
 def machine() -> dict:
     import psutil
     model = "unknown"
@@ -197,10 +222,12 @@ def checksum(files: list, fmt: str) -> list:
     return [int(x or 0) for x in row]
 
 
-def expected_checksum(csv: Path) -> list:
+def expected_checksum(csv: Path, limit=None, where=" WHERE amount > 10") -> list:
     import duckdb
     rel = f"read_csv('{csv}', header = true, columns = {CSV_COLUMNS})"
-    q = CHECKSUM.format(rel=rel) + " WHERE amount > 10"
+    if limit is not None:
+        rel = f"(SELECT * FROM {rel} LIMIT {limit})"
+    q = CHECKSUM.format(rel=rel) + where
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET enable_progress_bar = false")
@@ -430,8 +457,11 @@ def versions(ferry: str) -> dict:
         v["ferry"] = f"{v['ferry']} (HEAD when run; binary built {built:%Y-%m-%d %H:%M} UTC)"
     except OSError:
         pass
-    r = subprocess.run([str(HERE / ".venv" / "bin" / "duckdb"), "--version"], capture_output=True, text=True)
-    v["duckdb-cli"] = " ".join(r.stdout.split()[:1]) or "?"
+    try:
+        r = subprocess.run([str(HERE / ".venv" / "bin" / "duckdb"), "--version"], capture_output=True, text=True)
+        v["duckdb-cli"] = " ".join(r.stdout.split()[:1]) or "?"
+    except OSError:  # duckdb-cli is only needed for Sling (workload 1)
+        v["duckdb-cli"] = "missing"
     for mod in ("duckdb", "polars", "pyarrow", "pyspark"):
         try:
             v[mod] = __import__(mod).__version__
@@ -495,8 +525,10 @@ def main():
     ap.add_argument("--rows", type=int, help="rows of the generated data (default 10M, --quick 1M)")
     ap.add_argument("--rounds", type=int, help="rounds for the fast tools (default 5, --quick 3)")
     ap.add_argument("--slow-rounds", type=int, help="rounds for Spark, Flink and Sling (default 3/1)")
-    ap.add_argument("--only", default="1,2,3,4,5",
-                    help="workloads to run, e.g. 1,4 (5 or 'streaming': files arriving in a directory)")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7",
+                    help="workloads to run, e.g. 1,4 (5 or 'streaming': files arriving in a directory; "
+                         "6: JSON lines → Parquet; 7: workload 1 with datetime_format patterns)")
+    ap.add_argument("--json-rows", type=int, help="rows of workload 6's JSON file (default 3M, --quick 1M)")
     ap.add_argument("--skip", default="", help="tools to leave out by first word, e.g. flink,sling (py- optional)")
     ap.add_argument("--name", help="results file name (default: the mode, quick or full)")
     ap.add_argument("--stream-files", type=int, default=20, help="streaming: burst files (default 20)")
@@ -637,6 +669,69 @@ def main():
                 s["verdict"] = "reference"
             res.append(s)
         results["csv_to_parquet"] = res
+
+    # ---- workload 6: JSON lines -> Parquet
+    if 6 in only:
+        jrows = min(rows, args.json_rows or (1_000_000 if args.quick else 3_000_000))
+        jfile = data / f"events_{rows}_first{jrows}.json"
+        jmeta = data / f"events_{rows}_first{jrows}.expected.json"
+        if not jfile.exists() or not jmeta.exists():
+            print(f"bench: writing {jfile} ...", flush=True)
+            make_json(csv, jfile, jrows)
+            jmeta.write_text(json.dumps({"expected": expected_checksum(csv, limit=jrows, where="")}))
+        jexpected = json.loads(jmeta.read_text())["expected"]
+        subprocess.run(["cat", str(jfile)], stdout=subprocess.DEVNULL, check=True)
+        fjob = ferry_job("json_to_parquet.conf", input=jfile, output="{out}", parallelism=2)
+        tools = [
+            Tool("ferry", fjob, fast, output="parquet"),
+            Tool("ferry (A/A)", fjob, fast, output="parquet", note="same command again: the noise"),
+            Tool("ferry, parallelism 1", ferry_job("json_to_parquet.conf", input=jfile, output="{out}", parallelism=1),
+                 fast, output="parquet", note="one reader: the file is not split"),
+            Tool("duckdb read_json", [py, peer, "json2pq-duckdb", jfile, "{out}"], fast, output="parquet"),
+            Tool("polars scan_ndjson", [py, peer, "json2pq-polars", jfile, "{out}"], fast, output="parquet"),
+            Tool("cat input (page cache)", ["cat", str(jfile)], fast, kind="reference"),
+        ]
+        tools = [t for t in tools if want(t.name)]
+        print(f"bench: workload 6, JSON lines → Parquet, {jrows:,} rows, {jfile.stat().st_size / 2**20:.0f} MB", flush=True)
+        run_workload("6", tools, work, env)
+        res = []
+        for t in tools:
+            s = summarize(t, jexpected if t.output else None)
+            if t.kind == "reference" and "wall_median" in s:
+                s["rows"], s["rows_per_s"], s["verdict"] = jrows, jrows / s["wall_median"], "reference"
+            res.append(s)
+        results["json_to_parquet"] = res
+        results_meta = results.setdefault("_meta", {})
+        results_meta["json"] = {"rows": jrows, "mb": jfile.stat().st_size / 2**20, "file": str(jfile)}
+
+    # ---- workload 7: workload 1 with datetime_format patterns
+    if 7 in only:
+        iso = data / f"events_{rows}_iso.csv"
+        if not iso.exists():
+            print(f"bench: writing {iso} ...", flush=True)
+            make_iso_csv(csv, iso)
+        subprocess.run(["cat", str(iso)], stdout=subprocess.DEVNULL, check=True)
+
+        def pjob(src, pattern):
+            return ferry_job("csv_to_parquet_pattern.conf", input=src, output="{out}", parallelism=2,
+                             datetime_format=pattern)
+        tools = [
+            Tool("ferry, ISO data, no pattern", pjob(iso, "yyyy-MM-dd HH:mm:ss"), fast, output="parquet",
+                 note="the default pattern: arrow-csv's own lenient timestamp parser"),
+            Tool("ferry, ISO data, yyyy-MM-dd'T'HH:mm:ss", pjob(iso, "yyyy-MM-dd'T'HH:mm:ss"), fast, output="parquet",
+                 note="a quoted literal"),
+            Tool("ferry, ISO data, uuuu-MM-dd'T'HH:mm:ss", pjob(iso, "uuuu-MM-dd'T'HH:mm:ss"), fast, output="parquet",
+                 note="the same in another spelling"),
+            Tool("ferry, no pattern", pjob(csv, "yyyy-MM-dd HH:mm:ss"), fast, output="parquet",
+                 note="workload 1's file and job"),
+            Tool("ferry, yyyy-MM-dd HH:mm:ss.SSS on workload 1's data", pjob(csv, "yyyy-MM-dd HH:mm:ss.SSS"), fast,
+                 output="parquet", note="every value misses the pattern and falls back to the default forms: the worst case"),
+            Tool("duckdb, ISO data", [py, peer, "csv2pq-duckdb-iso", iso, "{out}"], fast, output="parquet"),
+        ]
+        tools = [t for t in tools if want(t.name)]
+        print(f"bench: workload 7, CSV → Parquet with datetime_format patterns, {iso.stat().st_size / 2**20:.0f} MB", flush=True)
+        run_workload("7", tools, work, env)
+        results["patterns"] = [summarize(t, expected) for t in tools]
 
     # ---- workload 2 + 3
     gen_rows = rows
@@ -810,6 +905,23 @@ def target_lines(rep) -> list:
         cost = 1 - plain["wall_median"] / sql["wall_median"]
         lines.append(f"| issue 5 | Sql transform costs < 30 % of the no-transform throughput | {100 * cost:.0f} % "
                      f"({fmt_rate(sql['rows_per_s'])} vs {fmt_rate(plain['rows_per_s'])} rows/s) | {'✓' if cost < 0.30 else '✗'} |")
+    # Issue 13: JSON lines no slower than DuckDB; timestamp patterns within 10 % of none.
+    jf = get("json_to_parquet", "ferry")
+    jd = get("json_to_parquet", "duckdb read_json")
+    if jf and jd:
+        ratio = jd["wall_median"] / jf["wall_median"]
+        noise = max(jf["spread_pct"], jd["spread_pct"])
+        close = abs(ratio - 1) <= noise / 100
+        lines.append(f"| issue 13 | JSON lines → Parquet no slower than DuckDB | ferry {jf['wall_median']:.2f} s vs "
+                     f"{jd['wall_median']:.2f} s ({ratio:.2f}×) | {'✓' if jf['wall_median'] <= jd['wall_median'] else '✗'}"
+                     f"{f' (within the noise: spread up to {noise:.0f} %)' if close else ''} |")
+    base = get("patterns", "ferry, ISO data, no pattern")
+    for s in res.get("patterns", []):
+        if base and s is not base and s["name"].startswith("ferry, ISO data") and "wall_median" in s:
+            slower = s["wall_median"] / base["wall_median"] - 1
+            lines.append(f"| issue 13 | {s['name'].removeprefix('ferry, ISO data, ')} within 10 % of no pattern | "
+                         f"{s['wall_median']:.2f} s vs {base['wall_median']:.2f} s ({100 * slower:+.0f} %; CPU "
+                         f"{s['cpu_s']:.2f} s vs {base['cpu_s']:.2f} s) | {'✓' if slower <= 0.10 else '✗'} |")
     st = get("startup", "ferry")
     if st:
         lines.append(f"| issue 6 | start-up of a small job < 50 ms | {st['wall_median'] * 1000:.0f} ms | {'✓' if st['wall_median'] < 0.05 else '✗'} |")
@@ -865,7 +977,7 @@ def markdown(rep) -> str:
     m = rep["machine"]
     res = rep["results"]
     v = ", ".join(f"{k} {x}" for k, x in rep["versions"].items())
-    others = [s.get("other_cores", s.get("burst_other_cores")) for k in res for s in res[k]
+    others = [s.get("other_cores", s.get("burst_other_cores")) for k in res if not k.startswith("_") for s in res[k]
               if ("other_cores" in s or "burst_other_cores" in s) and s["runs"] >= 3]
     busy = statistics.median(others) if others else 0.0
     out = [f"# Ferry benchmark — {rep['mode']} mode\n",
@@ -879,7 +991,7 @@ def markdown(rep) -> str:
            f"Over this run the median was {busy:.2f} cores busy elsewhere out of {m['nproc']}: every tool had about "
            f"{max(0.0, m['nproc'] - busy):.1f} cores, so the figures compare the tools with each other, not with an idle machine.",
            f"- **Versions**: {v}"]
-    batch = any(k in res for k in ("csv_to_parquet", "generate", "sql", "startup"))
+    batch = any(k in res for k in ("csv_to_parquet", "generate", "sql", "startup", "json_to_parquet", "patterns"))
     if batch:
         out.append(f"- **Data**: {rep['rows']:,} rows, {rep['csv_mb']:.0f} MB of CSV (bench/gen_data.py, deterministic); "
                    f"after `amount > 10`: {rep['expected']['rows']:,} rows.")
@@ -925,17 +1037,37 @@ def markdown(rep) -> str:
         out += ["## 4. Start-up: a 10-row job, command to exit\n", table(res["startup"], startup=True)]
     if "stream" in res:
         out += stream_section(rep)
+    if "json_to_parquet" in res:
+        j = res.get("_meta", {}).get("json", {})
+        out += ["## 6. JSON lines → Parquet (typed, Snappy, no transform; issue 13)\n",
+                f"The first {j.get('rows', 0):,} rows of the CSV as JSON lines ({j.get('mb', 0):.0f} MB, one file, "
+                "written by DuckDB: numbers as numbers, `ts` as its text `2024-02-24 14:11:08`). Ferry: "
+                "`bench/jobs/json_to_parquet.conf` (LocalFile json with a schema → LocalFile parquet); with parallelism 2 "
+                "the file is cut into line-aligned byte ranges shared by both readers. DuckDB `read_json(…, columns = …)`, "
+                "Polars `scan_ndjson(schema = …)` with `str.to_datetime`. Checked against the sums of the same rows "
+                "of the CSV (no filter).\n",
+                table(res["json_to_parquet"])]
+    if "patterns" in res:
+        out += ["## 7. CSV → Parquet with `datetime_format` patterns (workload 1's job; issue 13)\n",
+                "`bench/jobs/csv_to_parquet_pattern.conf` = workload 1's job with `datetime_format = \"${datetime_format}\"`. "
+                "*ISO data*: the same CSV with `2024-02-24T14:11:08` timestamps. *no pattern*: the default "
+                "`yyyy-MM-dd HH:mm:ss`, which Ferry reads with arrow-csv's own lenient parser; with any other pattern "
+                "the column is read as text by arrow-csv and parsed by the compiled Java pattern "
+                "(`ferry_api::javatime`).\n",
+                table(res["patterns"])]
     out += ["## Not yet\n",
             "- **PostgreSQL** (issue 6 workload 5: 5M-row table → table and → Parquet against Sling and `psql \\copy`): "
             "not yet — Ferry has no JDBC/PostgreSQL connector yet.",
             ""]
-    fails = [s for k in res for s in res[k] if s.get("failed")]
+    fails = [s for k in res if not k.startswith("_") for s in res[k] if s.get("failed")]
     if fails:
         out.append("## Failed runs\n")
         out += [f"- {s['name']}: {s['failed']} of {s['runs']} runs failed{(': ' + s['error']) if s.get('error') else ''}" for s in fails]
         out.append("")
     out.append("## Commands\n")
     for k in res:
+        if k.startswith("_"):
+            continue
         for s in res[k]:
             out.append(f"- {k} / {s['name']}: `{s['cmd']}`")
     out.append(f"\n![chart]({rep['mode']}.png)\n")

@@ -94,6 +94,41 @@ def csv2pq_flink(src, out):
         FROM src WHERE amount > 10 AND id IS NOT NULL""").wait()
 
 
+def csv2pq_duckdb_iso(src, out):
+    # Workload 7's file: ISO timestamps with a 'T', read with the pattern a user writes.
+    import duckdb
+    con = duckdb.connect()
+    con.execute(
+        f"""COPY (SELECT * FROM read_csv('{src}', header = true, columns = {{
+              'id': 'BIGINT', 'user_id': 'INTEGER', 'event_type': 'VARCHAR', 'amount': 'DOUBLE',
+              'ts': 'TIMESTAMP', 'note': 'VARCHAR'}}, timestampformat = '%Y-%m-%dT%H:%M:%S')
+            WHERE amount > 10)
+          TO '{out}/part-0.parquet' (FORMAT parquet, COMPRESSION snappy)"""
+    )
+
+
+# -------------------------------------------------------- workload 6: JSON lines -> Parquet
+
+def json2pq_duckdb(src, out):
+    import duckdb
+    con = duckdb.connect()
+    con.execute(
+        f"""COPY (SELECT * FROM read_json('{src}', format = 'newline_delimited', columns = {{
+              'id': 'BIGINT', 'user_id': 'INTEGER', 'event_type': 'VARCHAR', 'amount': 'DOUBLE',
+              'ts': 'TIMESTAMP', 'note': 'VARCHAR'}}, timestampformat = '%Y-%m-%d %H:%M:%S'))
+          TO '{out}/part-0.parquet' (FORMAT parquet, COMPRESSION snappy)"""
+    )
+
+
+def json2pq_polars(src, out):
+    import polars as pl
+    schema = {"id": pl.Int64, "user_id": pl.Int32, "event_type": pl.String, "amount": pl.Float64,
+              "ts": pl.String, "note": pl.String}
+    (pl.scan_ndjson(src, schema=schema)
+       .with_columns(pl.col("ts").str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us"))
+       .sink_parquet(f"{out}/part-0.parquet", compression="snappy"))
+
+
 # ------------------------------------------------------- workload 2: generation -> blackhole
 
 def gen_duckdb(n):

@@ -505,12 +505,11 @@ fn start_spark_group(job: &Path, job_id: &str, ckpt: &Path) -> Child {
 
 /// SIGKILL to the whole process group of `child` (see [`start_spark_group`]).
 fn kill_group(child: &mut Child) {
-    let status = Command::new("kill")
+    // The group may have ended by itself meanwhile: then there is nothing to kill.
+    let _ = Command::new("kill")
         .args(["-KILL", "--"])
         .arg(format!("-{}", child.id()))
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill failed");
+        .status();
     let _ = wait_for(child, Duration::from_secs(30), "the killed driver");
 }
 
@@ -896,17 +895,6 @@ impl Drop for Driver {
         if self.child.try_wait().ok().flatten().is_none() {
             kill_group(&mut self.child);
         }
-    }
-}
-
-/// SIGKILL to `child`'s process group (the driver, its JVM and Python workers).
-fn kill_group(child: &mut Child) {
-    {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--"])
-            .arg(format!("-{}", child.id()))
-            .status();
-        let _ = wait_for(child, Duration::from_secs(30), "the killed driver");
     }
 }
 

@@ -11,6 +11,8 @@
 //! - [`connector`]: the source (enumerator + readers), sink (writer + committer) and
 //!   transform traits, shaped after SeaTunnel's connector API v2 and built for
 //!   checkpoints from the start.
+//! - [`javatime`]: Java `DateTimeFormatter` patterns, compiled once, for the Sql functions
+//!   and the file connectors' date formats.
 //! - [`registry`]: the table of factories the binary fills in, one line per connector.
 //! - [`io`]: the process's asynchronous I/O runtime and the queue with a wake-up signal
 //!   that lets a reader built on it hand batches to the engine without polling.
@@ -22,6 +24,7 @@ pub mod connector;
 pub mod data;
 pub mod error;
 pub mod io;
+pub mod javatime;
 pub mod options;
 pub mod registry;
 pub mod types;

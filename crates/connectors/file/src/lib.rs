@@ -8,6 +8,7 @@
 //!   tables each get their own files, in the directory `path` names for them
 //!   (`${table_name}`, `${database_name}`, `${schema_name}`).
 
+mod json;
 mod lzo;
 mod placeholder;
 mod read;
@@ -23,3 +24,5 @@ pub use source::{LocalFileSource, LocalFileSourceFactory, SOURCE_OPTIONS};
 mod protocol_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_read;

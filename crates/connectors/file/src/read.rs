@@ -2,7 +2,7 @@
 //! based, or arrow-csv for flat csv), json (one object per line) and parquet.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -17,6 +17,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use serde_json::Value;
 
+use crate::json::JsonDecoder;
 use crate::lzo::LzopReader;
 use crate::text::{Col, TimeFormats};
 use crate::util::Splitter;
@@ -106,13 +107,68 @@ fn data_err(path: &Path, msg: impl std::fmt::Display) -> FerryError {
     FerryError::data(COMPONENT, format!("{}: {msg}", path.display()))
 }
 
-/// Opens a text-like file, unwrapping the lzop container when the file is one (SeaTunnel
-/// `compress_codec = "lzo"`; recognised by its magic bytes whatever the option says).
-fn open_bytes(path: &Path) -> Result<Box<dyn BufRead + Send>> {
-    let f = File::open(path).map_err(|e| ext_err(path, e))?;
+/// A part of a file: the lines from byte `start` (a line start) up to byte `end` (a line
+/// start, or the end of the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteRange {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+}
+
+/// Whether the file starts as an lzop file does.
+pub fn is_lzop(head: &[u8]) -> bool {
+    head.starts_with(&[0x89, b'L', b'Z', b'O', 0])
+}
+
+/// Line numbers for errors: counted from the file's start, or from a range's start, in
+/// which case the lines before the range are counted only when an error needs the number.
+#[derive(Debug, Clone)]
+struct LineBase {
+    path: std::path::PathBuf,
+    range_start: Option<u64>,
+}
+
+impl LineBase {
+    /// The file's line number of line `n` as counted by the cursor (1-based).
+    fn absolute(&self, n: u64) -> u64 {
+        let Some(start) = self.range_start else {
+            return n;
+        };
+        let before = || -> std::io::Result<u64> {
+            let mut r = BufReader::new(File::open(&self.path)?).take(start);
+            let mut count = 0u64;
+            loop {
+                let buf = r.fill_buf()?;
+                if buf.is_empty() {
+                    return Ok(count);
+                }
+                count += buf.iter().filter(|b| **b == b'\n').count() as u64;
+                let len = buf.len();
+                r.consume(len);
+            }
+        };
+        before().map(|b| b + n).unwrap_or(n)
+    }
+}
+
+/// Opens a text-like file, or a range of it, unwrapping the lzop container when the
+/// whole file is one (SeaTunnel `compress_codec = "lzo"`; recognised by its magic bytes
+/// whatever the option says; ranges are only made of uncompressed files).
+fn open_bytes(path: &Path, range: Option<ByteRange>) -> Result<Box<dyn BufRead + Send>> {
+    let mut f = File::open(path).map_err(|e| ext_err(path, e))?;
+    if let Some(r) = range {
+        f.seek(SeekFrom::Start(r.start))
+            .map_err(|e| ext_err(path, e))?;
+        return Ok(Box::new(BufReader::with_capacity(
+            1 << 20,
+            f.take(r.end.saturating_sub(r.start)),
+        )));
+    }
     let mut r = BufReader::with_capacity(1 << 20, f);
     let head = r.fill_buf().map_err(|e| ext_err(path, e))?;
-    if head.starts_with(&[0x89, b'L', b'Z', b'O', 0]) {
+    if is_lzop(head) {
         let lz = LzopReader::new(r).map_err(|e| ext_err(path, e))?;
         Ok(Box::new(BufReader::with_capacity(1 << 20, lz)))
     } else {
@@ -120,29 +176,41 @@ fn open_bytes(path: &Path) -> Result<Box<dyn BufRead + Send>> {
     }
 }
 
-/// Opens a cursor on `path` that skips `skip` units first.
-pub fn open(spec: &Arc<ReadSpec>, path: &Path, skip: u64) -> Result<Box<dyn FileCursor>> {
+/// Opens a cursor on `path`, or on a range of it (text, csv, json: then the header lines
+/// are outside every range), that skips `skip` units first.
+pub fn open(
+    spec: &Arc<ReadSpec>,
+    path: &Path,
+    range: Option<ByteRange>,
+    skip: u64,
+) -> Result<Box<dyn FileCursor>> {
+    let line_mode = match spec.format {
+        Format::Parquet => return Ok(Box::new(ParquetCursor::open(spec, path, skip)?)),
+        Format::Csv if csv_fast_path(spec) => {
+            return Ok(Box::new(CsvCursor::open(spec, path, range, skip)?))
+        }
+        Format::Json => LineMode::Json,
+        Format::Csv => LineMode::Csv,
+        Format::Text => LineMode::Text,
+    };
+    Ok(Box::new(LineCursor::open(
+        spec, path, range, skip, line_mode,
+    )?))
+}
+
+/// How many lines at the start of every file are not data: `skip_header_row_number`, and
+/// the csv header line with `csv_use_header_line`.
+pub fn header_lines(spec: &ReadSpec) -> u64 {
     match spec.format {
-        Format::Parquet => Ok(Box::new(ParquetCursor::open(spec, path, skip)?)),
-        Format::Json => Ok(Box::new(LineCursor::open(
-            spec,
-            path,
-            skip,
-            LineMode::Json,
-        )?)),
-        Format::Csv if csv_fast_path(spec) => Ok(Box::new(CsvCursor::open(spec, path, skip)?)),
-        Format::Csv => Ok(Box::new(LineCursor::open(spec, path, skip, LineMode::Csv)?)),
-        Format::Text => Ok(Box::new(LineCursor::open(
-            spec,
-            path,
-            skip,
-            LineMode::Text,
-        )?)),
+        Format::Json | Format::Parquet => 0,
+        Format::Csv if spec.csv_use_header_line => spec.skip_header + 1,
+        _ => spec.skip_header,
     }
 }
 
-/// Whether arrow-csv can read these files: flat columns, a one-byte delimiter, default
-/// date formats, UTF-8, no header mapping.
+/// Whether arrow-csv can read these files: flat columns, a one-byte delimiter, UTF-8, no
+/// header mapping. Columns with a date format of their own are read as text and parsed
+/// with it (see [`CsvCursor`]).
 fn csv_fast_path(spec: &ReadSpec) -> bool {
     let flat = spec.file_schema.fields().iter().all(|f| {
         !matches!(
@@ -155,33 +223,43 @@ fn csv_fast_path(spec: &ReadSpec) -> bool {
     });
     let one_byte = spec.splitter.literal().is_some_and(|d| d.len() == 1);
     flat && one_byte
-        && spec.formats.date.is_none()
-        && spec.formats.datetime.is_none()
-        && spec.formats.time.is_none()
         && spec.encoding.is_none()
         && spec.null_format.is_none()
         && !spec.csv_use_header_line
         && !spec.whole_line
 }
 
-/// CSV through arrow-csv (quote-aware, vectorised parsing).
+/// CSV through arrow-csv (quote-aware, vectorised parsing). Dates, times and timestamps
+/// with a `date_format`/`datetime_format`/`time_format` are read as text and parsed with
+/// the compiled pattern (arrow's parser knows only its own forms).
 struct CsvCursor {
     reader: arrow_csv::reader::BufReader<Box<dyn BufRead + Send>>,
     target: SchemaRef,
+    spec: Arc<ReadSpec>,
     path: std::path::PathBuf,
     pos: u64,
+    skip: u64,
     first_line: u64,
+    lines: LineBase,
 }
 
 impl CsvCursor {
-    fn open(spec: &Arc<ReadSpec>, path: &Path, skip: u64) -> Result<Self> {
-        // arrow-csv has no binary parser: read bytes columns as text and cast.
+    fn open(
+        spec: &Arc<ReadSpec>,
+        path: &Path,
+        range: Option<ByteRange>,
+        skip: u64,
+    ) -> Result<Self> {
+        // arrow-csv has no binary parser: read bytes columns as text and cast; read
+        // temporal columns with a pattern as text and parse them.
         let read_schema = Arc::new(Schema::new(
             spec.file_schema
                 .fields()
                 .iter()
                 .map(|f| {
-                    if f.data_type() == &DataType::Binary {
+                    if f.data_type() == &DataType::Binary
+                        || spec.formats.has_format_for(f.data_type())
+                    {
                         Field::new(f.name(), DataType::Utf8, true)
                     } else {
                         f.as_ref().clone()
@@ -194,7 +272,11 @@ impl CsvCursor {
             .literal()
             .and_then(|d| d.bytes().next())
             .unwrap_or(b',');
-        let start = (spec.skip_header + skip) as usize;
+        let start = if range.is_some() {
+            skip as usize
+        } else {
+            (spec.skip_header + skip) as usize
+        };
         let reader = arrow_csv::ReaderBuilder::new(read_schema)
             .with_header(false)
             .with_delimiter(delim)
@@ -202,14 +284,20 @@ impl CsvCursor {
             .with_truncated_rows(true)
             .with_bounds(start, usize::MAX)
             .with_projection(spec.projection.clone())
-            .build_buffered(open_bytes(path)?)
+            .build_buffered(open_bytes(path, range)?)
             .map_err(|e| data_err(path, e))?;
         Ok(CsvCursor {
             reader,
             target: spec.projected_schema(),
+            spec: spec.clone(),
             path: path.to_path_buf(),
             pos: skip,
+            skip,
             first_line: start as u64 + 1,
+            lines: LineBase {
+                path: path.to_path_buf(),
+                range_start: range.map(|r| r.start),
+            },
         })
     }
 }
@@ -220,22 +308,41 @@ impl FileCursor for CsvCursor {
             None => Ok(None),
             Some(Err(e)) => Err(data_err(
                 &self.path,
-                format!("{e} (counting from line {} of the file)", self.first_line),
+                format!(
+                    "{e} (counting from line {} of the file)",
+                    self.lines.absolute(self.first_line)
+                ),
             )),
             Some(Ok(b)) => {
+                // Lines are counted as records: exact unless quoted values span lines.
+                let batch_line = self.first_line + (self.pos - self.skip);
                 self.pos += b.num_rows() as u64;
-                let cols = b
-                    .columns()
-                    .iter()
-                    .zip(self.target.fields())
-                    .map(|(c, f)| {
-                        if c.data_type() == f.data_type() {
-                            Ok(c.clone())
-                        } else {
-                            arrow::compute::cast(c, f.data_type())
-                        }
-                    })
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let mut cols = Vec::with_capacity(b.num_columns());
+                for (k, (c, f)) in b.columns().iter().zip(self.target.fields()).enumerate() {
+                    if c.data_type() == f.data_type() {
+                        cols.push(c.clone());
+                    } else if self.spec.formats.has_format_for(f.data_type()) {
+                        let text = c.as_string::<i32>();
+                        let parsed = self
+                            .spec
+                            .formats
+                            .parse_column(text, f.data_type())
+                            .map_err(|(row, e)| {
+                                data_err(
+                                    &self.path,
+                                    format!(
+                                        "line {}, column {} ('{}'): {e}",
+                                        self.lines.absolute(batch_line + row as u64),
+                                        self.spec.projection[k] + 1,
+                                        f.name()
+                                    ),
+                                )
+                            })?;
+                        cols.push(parsed);
+                    } else {
+                        cols.push(arrow::compute::cast(c, f.data_type())?);
+                    }
+                }
                 Ok(Some(RecordBatch::try_new(self.target.clone(), cols)?))
             }
         }
@@ -260,8 +367,9 @@ struct LineCursor {
     path: std::path::PathBuf,
     /// Lines consumed after the header.
     pos: u64,
-    /// Physical line number of the next line (1-based).
+    /// Physical line number of the next line (1-based), in the file or the range.
     line_no: u64,
+    lines: LineBase,
     buf: Vec<u8>,
     decoded: String,
     /// Builder per projected column (text/csv).
@@ -270,24 +378,53 @@ struct LineCursor {
     slot: Vec<Option<usize>>,
     /// CSV: unquoted fields of the current line, reused.
     fields: Vec<String>,
-    /// JSON: rows of the current batch.
+    /// JSON: rows of the current batch, on the general path.
     json_rows: Vec<(u64, Value)>,
+    /// JSON: the decoder straight into columns (the fast path).
+    json: Option<JsonDecoder>,
+    /// JSON: the lines of the current batch while the decoder reads it, to read them again
+    /// on the general path if it gives up: their text, and (line number, end) of each.
+    batch_text: String,
+    batch_lines: Vec<(u64, usize)>,
+    /// JSON: the current batch is on the general path.
+    json_general: bool,
     /// Which builders got a value from the current line.
     filled: Vec<bool>,
     done: bool,
 }
 
 impl LineCursor {
-    fn open(spec: &Arc<ReadSpec>, path: &Path, skip: u64, mode: LineMode) -> Result<Self> {
-        let mut input = open_bytes(path)?;
+    fn open(
+        spec: &Arc<ReadSpec>,
+        path: &Path,
+        range: Option<ByteRange>,
+        skip: u64,
+        mode: LineMode,
+    ) -> Result<Self> {
+        let mut input = open_bytes(path, range)?;
         let mut buf = Vec::new();
         let mut line_no = 1;
         let mut header: Option<Vec<String>> = None;
         let header_lines = match mode {
             LineMode::Json => 0,
+            // A range holds no header lines; the header itself is read from the file.
+            _ if range.is_some() => 0,
             LineMode::Csv if spec.csv_use_header_line => spec.skip_header + 1,
             _ => spec.skip_header,
         };
+        if range.is_some() && spec.csv_use_header_line && mode == LineMode::Csv {
+            let mut whole = open_bytes(path, None)?;
+            for _ in 0..=spec.skip_header {
+                buf.clear();
+                whole
+                    .read_until(b'\n', &mut buf)
+                    .map_err(|e| ext_err(path, e))?;
+            }
+            header = Some(split_csv(
+                trim_eol(&String::from_utf8_lossy(&buf)),
+                spec.splitter.literal().unwrap_or(","),
+            ));
+        }
         for i in 0..header_lines + skip {
             buf.clear();
             let n = input
@@ -343,12 +480,22 @@ impl LineCursor {
             path: path.to_path_buf(),
             pos: skip,
             line_no,
+            lines: LineBase {
+                path: path.to_path_buf(),
+                range_start: range.map(|r| r.start),
+            },
             buf,
             decoded: String::new(),
             cols,
             slot,
             fields: Vec::new(),
             json_rows: Vec::new(),
+            json: (mode == LineMode::Json).then(|| {
+                JsonDecoder::new(spec.projected_schema().fields().clone(), spec.batch_size)
+            }),
+            batch_text: String::new(),
+            batch_lines: Vec::new(),
+            json_general: false,
             filled: Vec::new(),
             done: false,
         })
@@ -375,27 +522,18 @@ impl LineCursor {
         Ok(true)
     }
 
-    fn line_text(&self) -> Result<&str> {
-        if self.spec.encoding.is_some() {
-            Ok(&self.decoded)
-        } else {
-            std::str::from_utf8(&self.buf).map_err(|_| {
-                data_err(&self.path, format!("line {}: not valid UTF-8 (set the `encoding` option to the file's character set)", self.line_no))
-            })
-        }
-    }
-
     fn parse_text_line(&mut self) -> Result<()> {
         let spec = self.spec.clone();
-        let line_no = self.line_no;
         let path = &self.path;
+        let lines = &self.lines;
+        let line_no = self.line_no;
         let text: &str = if spec.encoding.is_some() {
             &self.decoded
         } else {
             std::str::from_utf8(&self.buf)
-                .map_err(|_| data_err(path, format!("line {line_no}: not valid UTF-8 (set the `encoding` option to the file's character set)")))?
+                .map_err(|_| data_err(path, format!("line {}: not valid UTF-8 (set the `encoding` option to the file's character set)", lines.absolute(line_no))))?
         };
-        let mut err: Option<String> = None;
+        let mut err: Option<(usize, usize, String)> = None;
         let cols = &mut self.cols;
         let slot = &self.slot;
         let filled = &mut self.filled;
@@ -407,11 +545,7 @@ impl LineCursor {
                 if spec.null_format.as_deref() == Some(piece) {
                     col.append_null();
                 } else if let Err(e) = col.append(piece, 0, &spec.formats) {
-                    let name = spec.file_schema.field(spec.projection[*out]).name();
-                    err = Some(format!(
-                        "line {line_no}, column {} ('{name}'): {e}",
-                        idx + 1
-                    ));
+                    err = Some((idx, *out, e));
                     return false;
                 }
                 filled[*out] = true;
@@ -439,8 +573,16 @@ impl LineCursor {
                 ok
             });
         }
-        if let Some(e) = err {
-            return Err(data_err(path, e));
+        if let Some((idx, out, e)) = err {
+            let name = spec.file_schema.field(spec.projection[out]).name();
+            return Err(data_err(
+                path,
+                format!(
+                    "line {}, column {} ('{name}'): {e}",
+                    lines.absolute(line_no),
+                    idx + 1
+                ),
+            ));
         }
         // Columns missing from a short line are null, as SeaTunnel does.
         for (c, f) in cols.iter_mut().zip(filled.iter()) {
@@ -449,6 +591,79 @@ impl LineCursor {
             }
         }
         Ok(())
+    }
+
+    /// Reads the current JSON line: into the decoder while it reads this batch, else as a
+    /// JSON value (the general path).
+    fn json_line(&mut self) -> Result<()> {
+        let text = if self.spec.encoding.is_some() {
+            self.decoded.as_str()
+        } else {
+            std::str::from_utf8(&self.buf).map_err(|_| {
+                data_err(&self.path, format!("line {}: not valid UTF-8 (set the `encoding` option to the file's character set)", self.lines.absolute(self.line_no)))
+            })?
+        };
+        if !self.json_general {
+            if let Some(d) = self.json.as_mut() {
+                let decoded = d.decode_line(text).is_ok();
+                self.batch_text.push_str(text);
+                self.batch_lines.push((self.line_no, self.batch_text.len()));
+                if !decoded {
+                    self.move_to_general_path()?;
+                }
+                return Ok(());
+            }
+        }
+        let v = json_object(text).map_err(|e| {
+            data_err(
+                &self.path,
+                format!("line {}{e}", self.lines.absolute(self.line_no)),
+            )
+        })?;
+        self.json_rows.push((self.line_no, v));
+        Ok(())
+    }
+
+    /// Moves the current batch to the general path: its lines so far become JSON values.
+    fn move_to_general_path(&mut self) -> Result<()> {
+        if let Some(d) = self.json.as_mut() {
+            d.reset();
+        }
+        self.json_general = true;
+        let mut start = 0;
+        for (line_no, end) in std::mem::take(&mut self.batch_lines) {
+            let v = json_object(&self.batch_text[start..end]).map_err(|e| {
+                data_err(
+                    &self.path,
+                    format!("line {}{e}", self.lines.absolute(line_no)),
+                )
+            })?;
+            self.json_rows.push((line_no, v));
+            start = end;
+        }
+        self.batch_text.clear();
+        Ok(())
+    }
+
+    fn finish_json(&mut self, rows: usize) -> Result<RecordBatch> {
+        if !self.json_general {
+            if let Some(d) = self.json.as_mut() {
+                match d.finish() {
+                    Ok(cols) => {
+                        self.batch_text.clear();
+                        self.batch_lines.clear();
+                        return Ok(RecordBatch::try_new_with_options(
+                            self.spec.projected_schema(),
+                            cols,
+                            &RecordBatchOptions::new().with_row_count(Some(rows)),
+                        )?);
+                    }
+                    Err(_) => self.move_to_general_path()?,
+                }
+            }
+        }
+        self.json_general = false;
+        self.finish_json_batch()
     }
 
     fn finish_text_batch(&mut self, rows: usize) -> Result<RecordBatch> {
@@ -480,7 +695,10 @@ impl LineCursor {
                 // Find the line at fault to report it.
                 for (line, v) in &self.json_rows {
                     if let Err(e) = json_to_array(&[v], &dt) {
-                        return Err(data_err(&self.path, format!("line {line}: {e}")));
+                        return Err(data_err(
+                            &self.path,
+                            format!("line {}: {e}", self.lines.absolute(*line)),
+                        ));
                     }
                 }
                 return Err(data_err(&self.path, "json rows do not fit the schema"));
@@ -510,24 +728,7 @@ impl FileCursor for LineCursor {
             let empty = self.buf.is_empty();
             if !empty {
                 if self.mode == LineMode::Json {
-                    let text = self.line_text()?;
-                    let v: Value = serde_json::from_str(text).map_err(|e| {
-                        data_err(
-                            &self.path,
-                            format!(
-                                "line {}, column {}: invalid JSON: {e}",
-                                self.line_no,
-                                e.column()
-                            ),
-                        )
-                    })?;
-                    if !v.is_object() {
-                        return Err(data_err(
-                            &self.path,
-                            format!("line {}: expected a JSON object, found {v}", self.line_no),
-                        ));
-                    }
-                    self.json_rows.push((self.line_no, v));
+                    self.json_line()?;
                 } else {
                     self.parse_text_line()?;
                 }
@@ -540,7 +741,7 @@ impl FileCursor for LineCursor {
             return Ok(None);
         }
         let b = if self.mode == LineMode::Json {
-            self.finish_json_batch()?
+            self.finish_json(rows)?
         } else {
             self.finish_text_batch(rows)?
         };
@@ -549,6 +750,16 @@ impl FileCursor for LineCursor {
     fn position(&self) -> u64 {
         self.pos
     }
+}
+
+/// A JSON line as a value, which must be an object; the error follows "line N".
+fn json_object(text: &str) -> std::result::Result<Value, String> {
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| format!(", column {}: invalid JSON: {e}", e.column()))?;
+    if !v.is_object() {
+        return Err(format!(": expected a JSON object, found {v}"));
+    }
+    Ok(v)
 }
 
 fn trim_eol(s: &str) -> &str {
@@ -894,6 +1105,35 @@ mod tests {
             vec!["a", "b,c", "d\"e", ""]
         );
         assert_eq!(split_csv("", ","), vec![""]);
+    }
+
+    #[test]
+    fn csv_with_date_patterns_stays_on_arrow_csv() {
+        use crate::text::TimeFormat;
+        let schema = Schema::new(vec![
+            Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+            Field::new("d", DataType::Date32, true),
+        ]);
+        let mut spec = ReadSpec {
+            format: Format::Csv,
+            file_schema: Arc::new(schema),
+            projection: vec![0, 1],
+            whole_line: false,
+            splitter: Splitter::Literal(",".into()),
+            skip_header: 0,
+            csv_use_header_line: false,
+            formats: TimeFormats {
+                date: Some(TimeFormat::from_java("yyyy.MM.dd")),
+                datetime: Some(TimeFormat::from_java("yyyy-MM-dd'T'HH:mm:ss")),
+                time: Some(TimeFormat::from_java("HH:mm:ss.SSS")),
+            },
+            null_format: None,
+            encoding: None,
+            batch_size: 10,
+        };
+        assert!(csv_fast_path(&spec));
+        spec.csv_use_header_line = true;
+        assert!(!csv_fast_path(&spec));
     }
 
     #[test]

@@ -21,8 +21,8 @@ use regex::Regex;
 use serde_json::{json, Value};
 
 use crate::read::{self, FileCursor, Format, ReadSpec, COMPONENT};
-use crate::text::TimeFormats;
-use crate::util::{java_pattern_to_chrono, Splitter};
+use crate::text::{TimeFormat, TimeFormats};
+use crate::util::Splitter;
 
 const FORMATS: &[&str] = &[
     "text", "csv", "json", "parquet", "orc", "excel", "xml", "binary", "avro", "markdown",
@@ -53,6 +53,8 @@ pub const SOURCE_OPTIONS: &[OptionSpec] = &[
     OptionSpec::optional("null_format", OptionKind::String, None, "Text that stands for null in text and csv."),
     OptionSpec::optional("batch_size", OptionKind::Int, Some("8192"), "Rows per batch read."),
     OptionSpec::optional("sheet_name", OptionKind::String, None, "Excel only (not supported)."),
+    OptionSpec::optional("enable_file_split", OptionKind::Bool, Some("text and json: true; csv: false"), "Split large uncompressed text, csv and json files at line boundaries, so that several readers share a file (csv: only when no quoted value spans lines)."),
+    OptionSpec::optional("file_split_size", OptionKind::Int, Some("134217728"), "Largest part of a split file, in bytes."),
     TABLES_CONFIGS,
 ];
 
@@ -143,9 +145,9 @@ fn unescape_option(s: &str) -> String {
 }
 
 fn time_formats(o: &mut Options) -> Result<TimeFormats> {
-    let mut get = |key: &str, default: &str| -> Result<Option<String>> {
+    let mut get = |key: &str, default: &str| -> Result<Option<TimeFormat>> {
         Ok(match o.string(key)? {
-            Some(p) if p != default => Some(java_pattern_to_chrono(&p)),
+            Some(p) if p != default => Some(TimeFormat::from_java(&p)),
             _ => None,
         })
     };
@@ -354,6 +356,14 @@ fn read_table(o: &mut Options, default_name: &str, streaming: bool) -> Result<Fi
     };
     let null_format = o.string("null_format")?;
     let batch_size = o.u64("batch_size")?.unwrap_or(8192).max(1) as usize;
+    let split = SplitRule {
+        enabled: o.bool("enable_file_split")?,
+        size: match o.u64("file_split_size")? {
+            Some(0) => return Err(o.error("file_split_size", "must be greater than 0")),
+            Some(n) => n,
+            None => DEFAULT_SPLIT_SIZE,
+        },
+    };
     if o.string("sheet_name")?.is_some() {
         return Err(o.error(
             "sheet_name",
@@ -482,7 +492,119 @@ fn read_table(o: &mut Options, default_name: &str, streaming: bool) -> Result<Fi
         filter,
         partition_keys,
         spec,
+        split,
     })
+}
+
+/// SeaTunnel's `file_split_size` default: 128 MiB.
+const DEFAULT_SPLIT_SIZE: u64 = 128 << 20;
+/// Files from this size on are shared by all readers when splitting is on by default.
+pub(crate) const AUTO_SPLIT_MIN: u64 = 64 << 20;
+
+/// When a file is read in parts (`enable_file_split`, `file_split_size`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SplitRule {
+    /// The option as written: `None` splits text and json, not csv.
+    pub(crate) enabled: Option<bool>,
+    /// `file_split_size`.
+    pub(crate) size: u64,
+}
+
+impl SplitRule {
+    /// Whether files of `spec` may be split. Every line of text and json is one record;
+    /// a csv record may span lines inside quotes, so csv is split only when the job says
+    /// it may (as SeaTunnel, which splits only with `enable_file_split = true`). Files in
+    /// a non-ASCII-compatible encoding (UTF-16) are never split: their line breaks are not
+    /// the byte `\n`.
+    fn applies(&self, spec: &ReadSpec) -> bool {
+        let by_format = match spec.format {
+            Format::Text | Format::Json => self.enabled.unwrap_or(true),
+            Format::Csv => self.enabled.unwrap_or(false),
+            Format::Parquet => false,
+        };
+        by_format && spec.encoding.is_none_or(|e| e.is_ascii_compatible())
+    }
+
+    /// How many parts a file of `len` bytes is cut into, for `parallelism` readers: parts
+    /// of at most `size` bytes, and at least one per reader for a file of 64 MiB or more
+    /// when splitting is on by default (with more than one reader); a multiple of the
+    /// readers, so that each gets an equal share.
+    pub(crate) fn parts(&self, len: u64, parallelism: usize) -> u64 {
+        let p = parallelism.max(1) as u64;
+        if self.enabled.is_none() && p == 1 {
+            return 1;
+        }
+        let mut n = len.div_ceil(self.size);
+        if self.enabled.is_none() && len >= AUTO_SPLIT_MIN {
+            n = n.max(p);
+        }
+        if n > 1 {
+            n.div_ceil(p) * p
+        } else {
+            1
+        }
+    }
+}
+
+/// The byte ranges of `path` for `parts` parts: line-aligned, after the header lines, or
+/// `None` when the file is read whole (one part, compressed, or too few lines).
+fn plan_ranges(path: &Path, spec: &ReadSpec, parts: u64) -> Result<Option<Vec<read::ByteRange>>> {
+    use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+    if parts <= 1 {
+        return Ok(None);
+    }
+    let io = |e: std::io::Error| FerryError::io(COMPONENT, path.display(), e);
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    let mut head = [0u8; 5];
+    let n = f.read(&mut head).map_err(io)?;
+    if read::is_lzop(&head[..n]) {
+        return Ok(None);
+    }
+    // The header lines belong to no range.
+    f.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut r = BufReader::new(f);
+    let mut start = 0u64;
+    let mut line = Vec::new();
+    for _ in 0..read::header_lines(spec) {
+        line.clear();
+        let n = r.read_until(b'\n', &mut line).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        start += n as u64;
+    }
+    let mut f = r.into_inner();
+    // Each cut moves to just past the first line break at or after it.
+    let step = (len - start.min(len)).div_ceil(parts);
+    let mut cuts = vec![start];
+    for k in 1..parts {
+        let target = start + k * step;
+        let prev = *cuts.last().unwrap_or(&start);
+        if target >= len || target <= prev {
+            continue;
+        }
+        f.seek(SeekFrom::Start(target - 1)).map_err(io)?;
+        let mut r = BufReader::with_capacity(64 << 10, &mut f);
+        let mut skipped = Vec::new();
+        let n = r.read_until(b'\n', &mut skipped).map_err(io)?;
+        let cut = target - 1 + n as u64;
+        if skipped.last() == Some(&b'\n') && cut < len && cut > prev {
+            cuts.push(cut);
+        }
+    }
+    if cuts.len() < 2 {
+        return Ok(None);
+    }
+    cuts.push(len);
+    Ok(Some(
+        cuts.windows(2)
+            .map(|w| read::ByteRange {
+                start: w[0],
+                end: w[1],
+            })
+            .collect(),
+    ))
 }
 
 /// One table of the source: where its files are and how to read them.
@@ -495,6 +617,8 @@ struct FileTable {
     filter: Option<Regex>,
     partition_keys: Vec<String>,
     spec: Arc<ReadSpec>,
+    /// Whether and how its large files are read in parts.
+    split: SplitRule,
 }
 
 /// A configured `LocalFile` source: one table, or one per `tables_configs` entry.
@@ -582,6 +706,18 @@ fn new_split(tables: &[FileTable], table: usize, path: &str) -> Split {
     }
 }
 
+/// A split of the lines of `path` of `table` in `range`; its state counts the rows read
+/// in it (and names the table, as [`new_split`] does).
+fn range_split(tables: &[FileTable], table: usize, path: &str, range: read::ByteRange) -> Split {
+    let mut split = new_split(tables, table, path);
+    split.id = format!("{}@{}-{}", split.id, range.start, range.end);
+    if let Some(state) = split.state.as_object_mut() {
+        state.insert("start".into(), json!(range.start));
+        state.insert("end".into(), json!(range.end));
+    }
+    split
+}
+
 /// The index of the table a split (fresh or restored) belongs to.
 fn table_of(tables: &[FileTable], s: &Split) -> Result<usize> {
     match s.state.get("table").and_then(Value::as_str) {
@@ -655,6 +791,27 @@ impl FileEnumerator {
     }
 }
 
+impl FileEnumerator {
+    /// The splits of a newly found file of table `i`: byte ranges when it is split, else
+    /// the whole file.
+    fn splits_of(&self, i: usize, f: &Path, key: &str) -> Result<Vec<Split>> {
+        let table = &self.tables[i];
+        if table.split.applies(&table.spec) {
+            let len = std::fs::metadata(f)
+                .map_err(|e| FerryError::io(COMPONENT, f.display(), e))?
+                .len();
+            let parts = table.split.parts(len, self.parallelism);
+            if let Some(ranges) = plan_ranges(f, &table.spec, parts)? {
+                return Ok(ranges
+                    .into_iter()
+                    .map(|r| range_split(&self.tables, i, key, r))
+                    .collect());
+            }
+        }
+        Ok(vec![new_split(&self.tables, i, key)])
+    }
+}
+
 impl SplitEnumerator for FileEnumerator {
     fn discover(&mut self) -> Result<Vec<(usize, Split)>> {
         let mut out: Vec<(usize, Split)> = self.pending.drain(..).collect();
@@ -674,11 +831,10 @@ impl SplitEnumerator for FileEnumerator {
             for f in files {
                 let key = f.to_string_lossy().into_owned();
                 if self.seen[i].insert(key.clone()) {
-                    out.push((
-                        self.next_reader % self.parallelism,
-                        new_split(&self.tables, i, &key),
-                    ));
-                    self.next_reader += 1;
+                    for split in self.splits_of(i, &f, &key)? {
+                        out.push((self.next_reader % self.parallelism, split));
+                        self.next_reader += 1;
+                    }
                 }
             }
         }
@@ -736,6 +892,13 @@ struct FileReader {
     no_more: bool,
 }
 
+fn split_range(s: &Split) -> Option<read::ByteRange> {
+    Some(read::ByteRange {
+        start: s.state.get("start")?.as_u64()?,
+        end: s.state.get("end")?.as_u64()?,
+    })
+}
+
 fn split_rows(s: &Split) -> u64 {
     s.state.get("rows").and_then(Value::as_u64).unwrap_or(0)
 }
@@ -767,7 +930,7 @@ impl FileReader {
                 ),
             ));
         }
-        let cursor = read::open(&t.spec, &path, split_rows(&split))?;
+        let cursor = read::open(&t.spec, &path, split_range(&split), split_rows(&split))?;
         let found = partitions_of(&t.root, &path);
         let partition_values = t
             .partition_keys

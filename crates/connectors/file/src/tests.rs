@@ -47,7 +47,7 @@ fn upper_row_fields() -> Value {
     f
 }
 
-fn job(mode: JobMode) -> JobContext {
+pub(crate) fn job(mode: JobMode) -> JobContext {
     JobContext {
         mode,
         job_id: "job1".into(),
@@ -63,7 +63,7 @@ fn copy_into(src: &str, dir: &Path) -> PathBuf {
 }
 
 /// Runs a bounded source to the end with one reader; returns the batches.
-fn read_all(opts: Value) -> ferry_api::Result<(Arc<Schema>, Vec<RecordBatch>)> {
+pub(crate) fn read_all(opts: Value) -> ferry_api::Result<(Arc<Schema>, Vec<RecordBatch>)> {
     let mut o = Options::from_json("LocalFile", opts);
     let src = LocalFileSourceFactory.create(&mut o, &job(JobMode::Batch))?;
     let schema = src.tables()[0].schema.clone();
@@ -71,11 +71,11 @@ fn read_all(opts: Value) -> ferry_api::Result<(Arc<Schema>, Vec<RecordBatch>)> {
     Ok((schema, batches.into_iter().map(|b| b.data).collect()))
 }
 
-fn rows(batches: &[RecordBatch]) -> usize {
+pub(crate) fn rows(batches: &[RecordBatch]) -> usize {
     batches.iter().map(|b| b.num_rows()).sum()
 }
 
-fn value(batches: &[RecordBatch], col: &str, row: usize) -> Value {
+pub(crate) fn value(batches: &[RecordBatch], col: &str, row: usize) -> Value {
     let b = &batches[0];
     let i = b.schema().index_of(col).unwrap();
     array_value_to_json(b.column(i).as_ref(), row, RowStyle::Named)
@@ -316,7 +316,7 @@ fn visible_files(dir: &Path) -> Vec<PathBuf> {
     crate::source::list_files(dir, None).unwrap_or_default()
 }
 
-fn as_json(batches: &[RecordBatch]) -> Vec<Value> {
+pub(crate) fn as_json(batches: &[RecordBatch]) -> Vec<Value> {
     let mut out = Vec::new();
     for b in batches {
         for i in 0..b.num_rows() {

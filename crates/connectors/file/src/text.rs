@@ -11,11 +11,12 @@ use arrow::array::*;
 use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::*;
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime, Timelike};
+use ferry_api::javatime::JavaPattern;
 use ferry_api::value::{
     format_date, format_decimal, parse_date, parse_decimal, parse_time, parse_timestamp,
 };
 
-use crate::util::java_float;
+use crate::util::{java_float, java_pattern_to_chrono};
 
 /// SeaTunnel's separators by nesting level (`TextFormatConstant.SEPARATOR`).
 pub const SEPARATORS: [&str; 7] = [
@@ -24,46 +25,125 @@ pub const SEPARATORS: [&str; 7] = [
 
 const UNIX_EPOCH_DAY: i32 = 719_163;
 
-/// How dates and times are written in text: chrono formats, or `None` for the
+/// A `date_format`, `datetime_format` or `time_format`.
+#[derive(Debug, Clone)]
+pub enum TimeFormat {
+    /// A Java pattern, read as `DateTimeFormatter.ofPattern` reads it (SMART resolving);
+    /// numeric patterns (all those SeaTunnel documents) take the byte-level fast path.
+    Java(JavaPattern),
+    /// A chrono format, for patterns Java would reject (zone letters…), read as before
+    /// they were compiled.
+    Chrono(String),
+}
+
+impl TimeFormat {
+    /// The format for Java pattern `p`.
+    pub fn from_java(p: &str) -> TimeFormat {
+        match JavaPattern::compile(p) {
+            Ok(j) => TimeFormat::Java(j),
+            Err(_) => TimeFormat::Chrono(java_pattern_to_chrono(p)),
+        }
+    }
+}
+
+/// How dates and times are written in text: Java patterns, or `None` for the
 /// SeaTunnel default (`yyyy-MM-dd`, `yyyy-MM-dd HH:mm:ss`, `HH:mm:ss`), which is read
-/// leniently (a `T`, fractions of a second…).
+/// leniently (a `T`, fractions of a second…). A value that does not match its pattern is
+/// also tried with the lenient default.
 #[derive(Debug, Clone, Default)]
 pub struct TimeFormats {
     /// Date format.
-    pub date: Option<String>,
+    pub date: Option<TimeFormat>,
     /// Date-time format.
-    pub datetime: Option<String>,
+    pub datetime: Option<TimeFormat>,
     /// Time format.
-    pub time: Option<String>,
+    pub time: Option<TimeFormat>,
 }
 
 impl TimeFormats {
-    fn parse_date(&self, s: &str) -> Option<i32> {
-        if let Some(f) = &self.date {
-            if let Ok(d) = NaiveDate::parse_from_str(s.trim(), f) {
-                return Some(chrono::Datelike::num_days_from_ce(&d) - UNIX_EPOCH_DAY);
+    /// Days since the epoch of date text.
+    pub fn parse_date(&self, s: &str) -> Option<i32> {
+        let days = |d: NaiveDate| chrono::Datelike::num_days_from_ce(&d) - UNIX_EPOCH_DAY;
+        match &self.date {
+            Some(TimeFormat::Java(j)) => {
+                if let Ok(d) = j.parse(s.trim()).and_then(|p| p.date()) {
+                    return Some(days(d));
+                }
             }
+            Some(TimeFormat::Chrono(f)) => {
+                if let Ok(d) = NaiveDate::parse_from_str(s.trim(), f) {
+                    return Some(days(d));
+                }
+            }
+            None => {}
         }
         parse_date(s)
     }
-    fn parse_datetime(&self, s: &str) -> Option<i64> {
-        if let Some(f) = &self.datetime {
-            if let Ok(d) = NaiveDateTime::parse_from_str(s.trim(), f) {
-                return Some(d.and_utc().timestamp_micros());
+
+    /// Microseconds since the epoch of date-time text.
+    pub fn parse_datetime(&self, s: &str) -> Option<i64> {
+        match &self.datetime {
+            Some(TimeFormat::Java(j)) => {
+                if let Ok(d) = j.parse(s.trim()).and_then(|p| p.datetime()) {
+                    return Some(d.and_utc().timestamp_micros());
+                }
             }
+            Some(TimeFormat::Chrono(f)) => {
+                if let Ok(d) = NaiveDateTime::parse_from_str(s.trim(), f) {
+                    return Some(d.and_utc().timestamp_micros());
+                }
+            }
+            None => {}
         }
         parse_timestamp(s)
     }
-    fn parse_time(&self, s: &str) -> Option<i64> {
-        if let Some(f) = &self.time {
-            if let Ok(t) = NaiveTime::parse_from_str(s.trim(), f) {
-                return Some(
-                    t.num_seconds_from_midnight() as i64 * 1_000_000
-                        + (t.nanosecond() / 1000) as i64,
-                );
+
+    /// Microseconds since midnight of time text.
+    pub fn parse_time(&self, s: &str) -> Option<i64> {
+        let micros = |t: NaiveTime| {
+            t.num_seconds_from_midnight() as i64 * 1_000_000 + (t.nanosecond() / 1000) as i64
+        };
+        match &self.time {
+            Some(TimeFormat::Java(j)) => {
+                if let Ok(t) = j.parse(s.trim()).and_then(|p| p.time()) {
+                    return Some(micros(t));
+                }
             }
+            Some(TimeFormat::Chrono(f)) => {
+                if let Ok(t) = NaiveTime::parse_from_str(s.trim(), f) {
+                    return Some(micros(t));
+                }
+            }
+            None => {}
         }
         parse_time(s)
+    }
+
+    /// Whether `dt` is a date, time or timestamp type with a pattern of its own here.
+    pub fn has_format_for(&self, dt: &DataType) -> bool {
+        match dt {
+            DataType::Date32 => self.date.is_some(),
+            DataType::Time64(_) => self.time.is_some(),
+            DataType::Timestamp(_, _) => self.datetime.is_some(),
+            _ => false,
+        }
+    }
+
+    /// Parses a column of date, time or timestamp text (blank is null, as in
+    /// [`Col::append`]) into type `dt`; on a bad value, its row and the error.
+    pub fn parse_column(
+        &self,
+        text: &StringArray,
+        dt: &DataType,
+    ) -> Result<ArrayRef, (usize, String)> {
+        let mut col = Col::new(dt).map_err(|e| (0, e))?;
+        for (i, v) in text.iter().enumerate() {
+            match v {
+                None => col.append_null(),
+                Some(s) => col.append(s, 0, self).map_err(|e| (i, e))?,
+            }
+        }
+        col.finish().map_err(|e| (0, e))
     }
 }
 
@@ -717,8 +797,8 @@ mod tests {
     #[test]
     fn custom_formats_are_tried_first() {
         let tf = TimeFormats {
-            date: Some("%Y.%m.%d".into()),
-            datetime: Some("%Y%m%d%H%M%S".into()),
+            date: Some(TimeFormat::from_java("yyyy.MM.dd")),
+            datetime: Some(TimeFormat::from_java("yyyyMMddHHmmss")),
             time: None,
         };
         let mut c = Col::new(&DataType::Date32).unwrap();

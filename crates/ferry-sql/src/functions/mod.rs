@@ -23,7 +23,8 @@ pub(crate) mod arith;
 pub(crate) mod cast;
 pub(crate) mod datetime;
 pub(crate) mod des;
-pub(crate) mod javafmt;
+// Java date-time patterns live in ferry-api, shared with the file connectors.
+pub(crate) use ferry_api::javatime as javafmt;
 pub(crate) mod javatext;
 pub(crate) mod numeric;
 pub(crate) mod string;

@@ -2,6 +2,9 @@
 //! FORMATDATETIME, TO_CHAR, PARSEDATETIME/TO_DATE, IS_DATE and FROM_UNIXTIME use them
 //! (`DateTimeFormatter.ofPattern(p)`, English names, `ResolverStyle.SMART`).
 //!
+//! Shared by the Sql functions and the file connectors' `date_format`, `datetime_format` and
+//! `time_format`, so that a pattern means the same everywhere.
+//!
 //! A pattern is compiled once into tokens; formatting writes each field directly and
 //! parsing reads fields with Java's widths (`MM` is exactly two digits, `M` one or more,
 //! adjacent fixed-width fields such as `yyyyMMdd` split the digits), then resolves them as
@@ -47,8 +50,108 @@ enum Tok {
 
 /// A compiled Java date-time pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct JavaPattern {
+pub struct JavaPattern {
     toks: Vec<Tok>,
+    /// The byte-level fast path, when the pattern has only numeric fields and literals.
+    layout: Option<Layout>,
+}
+
+/// A pattern made only of numeric fields and literal text (every pattern SeaTunnel
+/// documents: `yyyy-MM-dd`, `yyyyMMddHHmmss`, `yyyy-MM-dd'T'HH:mm:ss.SSS`, `HH:mm:ss`,
+/// `yyyy/M/d H:mm:ss`, …), read byte by byte without allocating. It reads exactly what the
+/// token parser reads (same widths, same checks); any text it does not accept goes to the
+/// token parser, which then gives the error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Layout {
+    steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    /// Literal bytes.
+    Lit(Box<[u8]>),
+    /// A numeric field: pattern letter, letter count, how many digits it takes.
+    Num(char, usize, Width),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Width {
+    /// Exactly this many digits.
+    Fixed(usize),
+    /// Every digit there is, up to 19, less those the adjacent fixed-width fields after it
+    /// need (`yyyyMMdd`), and at least `min`.
+    Greedy { min: usize, reserve: usize },
+}
+
+impl Layout {
+    /// The layout of `toks`, or `None` when a token needs the token parser (month or day
+    /// names, AM/PM, eras, day of year…).
+    fn compile(toks: &[Tok]) -> Option<Layout> {
+        let mut steps = Vec::with_capacity(toks.len());
+        for (k, t) in toks.iter().enumerate() {
+            steps.push(match t {
+                Tok::Lit(s) => Step::Lit(s.as_bytes().into()),
+                Tok::Field(c, n) => {
+                    let numeric = match c {
+                        'y' | 'u' | 'Y' | 'd' | 'H' | 'k' | 'm' | 's' | 'S' => true,
+                        'M' | 'L' => *n <= 2,
+                        _ => false,
+                    };
+                    if !numeric {
+                        return None;
+                    }
+                    let width = match fixed_width(*c, *n) {
+                        Some(w) => Width::Fixed(w),
+                        None => Width::Greedy {
+                            min: greedy_min(*c, *n),
+                            reserve: reserve_after(&toks[k + 1..]),
+                        },
+                    };
+                    Step::Num(*c, *n, width)
+                }
+            });
+        }
+        Some(Layout { steps })
+    }
+
+    /// The fields of `b`, or `None` when the token parser must look at it.
+    fn parse(&self, b: &[u8]) -> Option<Parsed> {
+        let mut pos = 0;
+        let mut p = Parsed::default();
+        for step in &self.steps {
+            match step {
+                Step::Lit(l) => {
+                    if !b[pos..].starts_with(l) {
+                        return None;
+                    }
+                    pos += l.len();
+                }
+                Step::Num(c, n, width) => {
+                    let avail = digits_at(b, pos);
+                    let w = match *width {
+                        Width::Fixed(w) => w,
+                        Width::Greedy { min, reserve } => {
+                            let w = avail.saturating_sub(reserve).min(19);
+                            if w < min {
+                                return None;
+                            }
+                            w
+                        }
+                    };
+                    if avail < w {
+                        return None;
+                    }
+                    let mut v: i64 = 0;
+                    for d in &b[pos..pos + w] {
+                        v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+                    }
+                    set_numeric(*c, *n, w, v, &mut p).ok()?;
+                    pos += w;
+                }
+            }
+        }
+        (pos == b.len()).then_some(p)
+    }
 }
 
 fn short(s: &str) -> &str {
@@ -76,7 +179,7 @@ fn check_letter(c: char, n: usize, pattern: &str) -> Result<(), String> {
 
 impl JavaPattern {
     /// Compiles `pattern`; the error names the letter Java would reject.
-    pub(crate) fn compile(pattern: &str) -> Result<Self, String> {
+    pub fn compile(pattern: &str) -> Result<Self, String> {
         let chars: Vec<char> = pattern.chars().collect();
         let mut toks: Vec<Tok> = Vec::new();
         let mut lit = String::new();
@@ -138,12 +241,13 @@ impl JavaPattern {
         if !lit.is_empty() {
             toks.push(Tok::Lit(lit));
         }
-        Ok(JavaPattern { toks })
+        let layout = Layout::compile(&toks);
+        Ok(JavaPattern { toks, layout })
     }
 
     /// Writes a date and/or time; fails, as Java does, when the pattern asks for a field
     /// the value lacks (an hour of a date, a year of a time).
-    pub(crate) fn format(
+    pub fn format(
         &self,
         date: Option<NaiveDate>,
         time: Option<NaiveTime>,
@@ -158,8 +262,22 @@ impl JavaPattern {
         Ok(())
     }
 
+    /// Whether the pattern is read by the byte-level fast path (numeric fields and
+    /// literals only).
+    pub fn has_fast_path(&self) -> bool {
+        self.layout.is_some()
+    }
+
     /// Parses `text` completely; the result has the fields the pattern gave.
-    pub(crate) fn parse(&self, text: &str) -> Result<Parsed, String> {
+    pub fn parse(&self, text: &str) -> Result<Parsed, String> {
+        if let Some(p) = self.layout.as_ref().and_then(|l| l.parse(text.as_bytes())) {
+            return Ok(p);
+        }
+        self.parse_tokens(text)
+    }
+
+    /// [`parse`](Self::parse) without the fast path: the reference it must agree with.
+    fn parse_tokens(&self, text: &str) -> Result<Parsed, String> {
         let b = text.as_bytes();
         let mut pos = 0;
         let mut p = Parsed::default();
@@ -344,7 +462,7 @@ fn format_field(
 
 /// Fields read from a text.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Parsed {
+pub struct Parsed {
     year: Option<i64>,
     month: Option<i64>,
     day: Option<i64>,
@@ -427,23 +545,8 @@ fn parse_field(
     let width = match fixed_width(c, n) {
         Some(w) => w,
         None => {
-            let mut reserve = 0;
-            for t in rest {
-                match t {
-                    Tok::Field(c2, n2) => match fixed_width(*c2, *n2) {
-                        Some(w) => reserve += w,
-                        None => break,
-                    },
-                    Tok::Lit(_) => break,
-                }
-            }
-            let min = if matches!(c, 'y' | 'u' | 'Y') && n >= 3 {
-                n
-            } else {
-                n.max(1)
-            };
-            let w = avail.saturating_sub(reserve).min(19);
-            if w < min {
+            let w = avail.saturating_sub(reserve_after(rest)).min(19);
+            if w < greedy_min(c, n) {
                 return Err(bad());
             }
             w
@@ -453,6 +556,36 @@ fn parse_field(
         return Err(bad());
     }
     let v: i64 = text[pos..pos + width].parse().map_err(|_| bad())?;
+    set_numeric(c, n, width, v, p)?;
+    Ok(pos + width)
+}
+
+/// Digits the fixed-width fields right after a greedy field need (`yyyyMMdd`: 4).
+fn reserve_after(rest: &[Tok]) -> usize {
+    let mut reserve = 0;
+    for t in rest {
+        match t {
+            Tok::Field(c2, n2) => match fixed_width(*c2, *n2) {
+                Some(w) => reserve += w,
+                None => break,
+            },
+            Tok::Lit(_) => break,
+        }
+    }
+    reserve
+}
+
+/// The fewest digits a greedy field takes.
+fn greedy_min(c: char, n: usize) -> usize {
+    if matches!(c, 'y' | 'u' | 'Y') && n >= 3 {
+        n
+    } else {
+        n.max(1)
+    }
+}
+
+/// Stores numeric field `c` (`n` letters) read as `v` from `width` digits, checking its range.
+fn set_numeric(c: char, n: usize, width: usize, v: i64, p: &mut Parsed) -> Result<(), String> {
     let range = |lo: i64, hi: i64, what: &str| -> Result<i64, String> {
         if (lo..=hi).contains(&v) {
             Ok(v)
@@ -483,12 +616,12 @@ fn parse_field(
         'n' => p.nano = Some(range(0, 999_999_999, "NanoOfSecond")?),
         other => return Err(format!("pattern letter '{other}' cannot be parsed")),
     }
-    Ok(pos + width)
+    Ok(())
 }
 
 impl Parsed {
     /// The date, with SMART's day clamp (a day past the month's end is its last day).
-    pub(crate) fn date(&self) -> Result<NaiveDate, String> {
+    pub fn date(&self) -> Result<NaiveDate, String> {
         let (Some(y), Some(m), Some(d)) = (self.year, self.month, self.day) else {
             return Err("the text has no complete date (year, month and day)".into());
         };
@@ -541,12 +674,12 @@ impl Parsed {
     }
 
     /// The time of day.
-    pub(crate) fn time(&self) -> Result<NaiveTime, String> {
+    pub fn time(&self) -> Result<NaiveTime, String> {
         Ok(self.time_and_carry()?.0)
     }
 
     /// The date and time.
-    pub(crate) fn datetime(&self) -> Result<NaiveDateTime, String> {
+    pub fn datetime(&self) -> Result<NaiveDateTime, String> {
         let (t, carry) = self.time_and_carry()?;
         let d = self.date()?;
         let dt = d.and_time(t);
@@ -557,7 +690,7 @@ impl Parsed {
 /// What a parse pattern yields, as SeaTunnel decides it: with `yy` and `mm` a timestamp,
 /// with `yy` a date, with `mm` a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ParseKind {
+pub enum ParseKind {
     /// Date and time.
     Timestamp,
     /// Date only.
@@ -567,7 +700,7 @@ pub(crate) enum ParseKind {
 }
 
 /// The kind [`ParseKind`] of a PARSEDATETIME pattern, or `None` when it has neither.
-pub(crate) fn parse_kind(pattern: &str) -> Option<ParseKind> {
+pub fn parse_kind(pattern: &str) -> Option<ParseKind> {
     match (pattern.contains("yy"), pattern.contains("mm")) {
         (true, true) => Some(ParseKind::Timestamp),
         (true, false) => Some(ParseKind::Date),
@@ -715,5 +848,190 @@ mod tests {
         assert_eq!(parse_kind("yyyy-MM-dd"), Some(ParseKind::Date));
         assert_eq!(parse_kind("HH:mm:ss"), Some(ParseKind::Time));
         assert_eq!(parse_kind("dd"), None);
+    }
+
+    /// The patterns SeaTunnel documents for `date_format`, `datetime_format` and
+    /// `time_format` (`DateUtils`, `DateTimeUtils`, `TimeUtils` formatters).
+    const SEATUNNEL_PATTERNS: &[&str] = &[
+        "yyyy-MM-dd",
+        "yyyy.MM.dd",
+        "yyyy/MM/dd",
+        "yyyyMMdd",
+        "yyyy年MM月dd日",
+        "yyyy-MM-dd HH:mm:ss",
+        "yyyy-MM-dd HH:mm:ss.SSS",
+        "yyyy-MM-dd HH:mm:ss.SSSSSS",
+        "yyyy.MM.dd HH:mm:ss",
+        "yyyy/MM/dd HH:mm:ss",
+        "yyyy/M/d HH:mm",
+        "yyyy-M-d HH:mm",
+        "yyyy/M/d H:mm:ss",
+        "yyyy-M-d H:mm:ss",
+        "yyyyMMddHHmmss",
+        "yyyy-MM-dd'T'HH:mm:ss",
+        "yyyy-MM-dd'T'HH:mm:ss.SSS",
+        "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+        "yyyy-MM-dd'T'HH:mm:ss.SSSSSSSSS",
+        "yyyy年MM月dd日 HH时mm分ss秒",
+        "HH:mm:ss",
+        "HH:mm:ss.SSS",
+    ];
+
+    fn resolved(p: &JavaPattern, r: Result<Parsed, String>) -> Result<String, String> {
+        let parsed = r?;
+        let pattern: String = p
+            .toks
+            .iter()
+            .map(|t| match t {
+                Tok::Lit(s) => s.clone(),
+                Tok::Field(c, n) => c.to_string().repeat(*n),
+            })
+            .collect();
+        match parse_kind(&pattern) {
+            Some(ParseKind::Timestamp) => parsed.datetime().map(|d| d.to_string()),
+            Some(ParseKind::Date) => parsed.date().map(|d| d.to_string()),
+            _ => parsed.time().map(|d| d.to_string()),
+        }
+    }
+
+    #[test]
+    fn every_seatunnel_pattern_takes_the_fast_path() {
+        for p in SEATUNNEL_PATTERNS {
+            assert!(JavaPattern::compile(p).unwrap().has_fast_path(), "{p}");
+        }
+        for p in ["dd MMM yyyy", "EEE yyyy-MM-dd", "hh:mm a", "D"] {
+            assert!(!JavaPattern::compile(p).unwrap().has_fast_path(), "{p}");
+        }
+    }
+
+    /// The fast path gives what the token parser gives (value or error) for valid texts,
+    /// edge values and every one-character corruption of them.
+    #[test]
+    fn fast_path_agrees_with_the_token_parser() {
+        let d = NaiveDate::from_ymd_opt(2024, 2, 29);
+        let t = NaiveTime::from_hms_micro_opt(8, 5, 9, 123_456);
+        let edge_d = NaiveDate::from_ymd_opt(1999, 12, 31);
+        let edge_t = NaiveTime::from_hms_opt(23, 59, 59);
+        let replacements = ['0', '1', '2', '3', '5', '9', 'x', ' ', '-', ':', '.', 'T'];
+        let mut checked = 0;
+        for pat in SEATUNNEL_PATTERNS {
+            let p = JavaPattern::compile(pat).unwrap();
+            let mut texts = Vec::new();
+            for (d, t) in [(d, t), (edge_d, edge_t)] {
+                let mut s = String::new();
+                p.format(d, t, &mut s).unwrap();
+                texts.push(s);
+            }
+            let base = texts.clone();
+            for s in &base {
+                let chars: Vec<char> = s.chars().collect();
+                for i in 0..chars.len() {
+                    for r in replacements {
+                        let mut c = chars.clone();
+                        c[i] = r;
+                        texts.push(c.iter().collect());
+                    }
+                    let mut c = chars.clone();
+                    c.remove(i);
+                    texts.push(c.iter().collect());
+                    let mut c = chars.clone();
+                    c.insert(i, '1');
+                    texts.push(c.iter().collect());
+                }
+                texts.push(format!("{s} "));
+                texts.push(format!("1{s}"));
+            }
+            texts.extend(
+                [
+                    "2021-02-30 24:00:00",
+                    "2021-02-29",
+                    "2021-13-01",
+                    "99999-01-01",
+                    "2021-1-1 1:00:00",
+                    "20211301000000",
+                    "2021022824000",
+                    "",
+                    "24:00:00",
+                    "24:00:01",
+                    "23:60:00",
+                    "12:00:00.1234",
+                    "99999999999999999999-01-01",
+                ]
+                .map(String::from),
+            );
+            for s in &texts {
+                let fast = resolved(&p, p.parse(s));
+                let slow = resolved(&p, p.parse_tokens(s));
+                assert_eq!(fast, slow, "pattern '{pat}', text '{s}'");
+                checked += 1;
+            }
+        }
+        assert!(checked > 5000);
+    }
+
+    #[test]
+    fn seatunnel_patterns_parse_valid_and_reject_invalid() {
+        let ts = |p: &str, s: &str| {
+            resolved(
+                &JavaPattern::compile(p).unwrap(),
+                JavaPattern::compile(p).unwrap().parse(s),
+            )
+        };
+        for (p, s, want) in [
+            (
+                "yyyy-MM-dd'T'HH:mm:ss",
+                "2024-02-24T14:11:08",
+                "2024-02-24 14:11:08",
+            ),
+            (
+                "yyyy-MM-dd'T'HH:mm:ss.SSS",
+                "2024-02-24T14:11:08.120",
+                "2024-02-24 14:11:08.120",
+            ),
+            ("yyyyMMddHHmmss", "20240224141108", "2024-02-24 14:11:08"),
+            (
+                "yyyy/M/d H:mm:ss",
+                "2024/2/4 4:11:08",
+                "2024-02-04 04:11:08",
+            ),
+            (
+                "yyyy.MM.dd HH:mm:ss",
+                "2024.02.24 00:00:00",
+                "2024-02-24 00:00:00",
+            ),
+            (
+                "yyyy年MM月dd日 HH时mm分ss秒",
+                "2024年02月24日 14时11分08秒",
+                "2024-02-24 14:11:08",
+            ),
+            ("yyyy-MM-dd", "2024-02-30", "2024-02-29"),
+            ("yyyyMMdd", "20240101", "2024-01-01"),
+            ("HH:mm:ss", "23:59:59", "23:59:59"),
+            ("HH:mm:ss.SSS", "00:00:00.001", "00:00:00.001"),
+            (
+                "yyyy-MM-dd HH:mm:ss",
+                "2024-12-31 24:00:00",
+                "2025-01-01 00:00:00",
+            ),
+        ] {
+            assert_eq!(ts(p, s).unwrap(), want, "{p} {s}");
+        }
+        for (p, s, err) in [
+            ("yyyy-MM-dd'T'HH:mm:ss", "2024-02-24 14:11:08", "index 10"),
+            ("yyyy-MM-dd'T'HH:mm:ss", "2024-02-24T14:11", "index 16"),
+            (
+                "yyyy-MM-dd'T'HH:mm:ss",
+                "2024-02-24T14:11:08Z",
+                "unparsed text",
+            ),
+            ("yyyy-MM-dd", "2024-2-24", "index 5"),
+            ("yyyy-MM-dd", "2024-02-32", "DayOfMonth"),
+            ("HH:mm:ss", "12:60:00", "MinuteOfHour"),
+            ("HH:mm:ss.SSS", "12:00:00.12", "index 9"),
+            ("yyyyMMddHHmmss", "2024022414110", "index 0"),
+        ] {
+            let e = ts(p, s).unwrap_err();
+            assert!(e.contains(err), "{p} {s}: {e}");
+        }
     }
 }
