@@ -1,8 +1,13 @@
 //! # ferry-checkpoint
 //!
-//! What a checkpoint holds and where it is kept. Both engines use this format: the
-//! embedded engine writes it, and the Spark engine keeps its sources' state in the same
-//! layout under Spark's checkpoint location.
+//! What a checkpoint of the embedded engine holds and where it is kept. The Spark engine
+//! does not store this format: its offsets and commits are Spark's own logs (one Spark
+//! checkpoint location per sink, whose offsets are the readers' split states). What the two
+//! engines share is the job directory and its rules (the lock, the `state` and `control`
+//! files, the job's [`JobLayout`] and the resume rule built on it), the atomic checksummed
+//! file writes, and the Spark-like layout of `offsets/N`, `commits/N` and
+//! `sources/<source>/<N>/<reader>`. The Spark engine refuses a job directory of the
+//! embedded engine.
 //!
 //! A checkpoint `N` holds, for every source, the enumerator's state and each reader's
 //! splits, and for every sink, each writer's state and the commits prepared for `N`.

@@ -232,6 +232,16 @@ impl SourceReader for LinesReader {
     }
 }
 
+/// Requests a savepoint when dropped, also while a failed assertion unwinds, so that a
+/// failing check ends the job instead of leaving the test waiting on it.
+struct SavepointOnDrop(StopHandle);
+
+impl Drop for SavepointOnDrop {
+    fn drop(&mut self) {
+        self.0.request_savepoint();
+    }
+}
+
 /// Waits until `f` holds, for at most `limit`.
 fn wait_for(limit: Duration, f: impl Fn() -> bool) -> bool {
     let start = Instant::now();
@@ -262,6 +272,7 @@ fn an_async_source_is_woken_by_data_checkpoints_while_it_waits_and_resumes_exact
     let (stop2, written, commits) = (stop.clone(), sink.written.clone(), sink.commits.clone());
     let log2 = log.clone();
     let pusher = std::thread::spawn(move || {
+        let _stop = SavepointOnDrop(stop2);
         let mut latencies = Vec::new();
         for n in 0..7 {
             std::thread::sleep(Duration::from_millis(70));
@@ -277,7 +288,6 @@ fn an_async_source_is_woken_by_data_checkpoints_while_it_waits_and_resumes_exact
         // No periodic checkpoint for a minute: the savepoint is a checkpoint taken while
         // the reader waits for data, and it must complete.
         assert!(commits.lock().unwrap().is_empty());
-        stop2.request_savepoint();
         latencies.sort();
         latencies
     });
@@ -301,18 +311,20 @@ fn an_async_source_is_woken_by_data_checkpoints_while_it_waits_and_resumes_exact
     }
     let p = plan_with(&text, &sink, registry());
     let stop = StopHandle::default();
-    let (stop2, published) = (stop.clone(), sink.published.clone());
+    let (stop2, written) = (stop.clone(), sink.written.clone());
     let log2 = log.clone();
     let t = std::thread::spawn(move || {
+        let _stop = SavepointOnDrop(stop2);
         for n in 10..15 {
             log2.push(n);
         }
-        assert!(wait_for(Duration::from_secs(10), || published
-            .lock()
-            .unwrap()
-            .len()
-            >= 15));
-        stop2.request_savepoint();
+        // 7 rows reached the sink in the first run; 8 more (3 written while the job was
+        // down, 5 now) must reach it in this one. The savepoint then publishes them.
+        assert!(
+            wait_for(Duration::from_secs(10), || written.load(Ordering::SeqCst)
+                >= 15),
+            "the restored reader did not read on from its offset"
+        );
     });
     run_job(&p, &mut store, stop).unwrap();
     t.join().unwrap();
