@@ -15,7 +15,8 @@ use std::fmt::Write;
 
 use chrono::{Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
 
-const MONTHS: [&str; 12] = [
+/// Month names as Java's `Locale.ENGLISH` writes them, January first.
+pub const MONTHS: [&str; 12] = [
     "January",
     "February",
     "March",
@@ -29,7 +30,8 @@ const MONTHS: [&str; 12] = [
     "November",
     "December",
 ];
-const WEEKDAYS: [&str; 7] = [
+/// Day names as Java's `Locale.ENGLISH` writes them, Monday first (ISO order).
+pub const WEEKDAYS: [&str; 7] = [
     "Monday",
     "Tuesday",
     "Wednesday",

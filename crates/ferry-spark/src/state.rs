@@ -222,6 +222,8 @@ mod tests {
         open_job_dir(dir.path(), "j", "fp", &layout(2), false).unwrap();
         let opened = open_job_dir(dir.path(), "j", "fp", &layout(2), false).unwrap();
         assert!(opened.changes.is_empty());
+        // Each run holds the directory's lock until it ends: end this one first.
+        drop(opened);
         let mut tuned = layout(2);
         tuned.env = ferry_checkpoint::hash_options(
             serde_json::json!({"checkpoint.interval": 500})
@@ -233,6 +235,7 @@ mod tests {
             opened.changes,
             vec!["env: checkpoint.interval changed".to_string()]
         );
+        drop(opened);
         let e = open_job_dir(dir.path(), "j", "other", &layout(3), false)
             .unwrap_err()
             .to_string();

@@ -13,6 +13,7 @@ use chrono::{
     Timelike, Utc,
 };
 use datafusion::common::{exec_err, plan_err, Result as DFResult, ScalarValue};
+use ferry_api::javatime::{MONTHS, WEEKDAYS};
 
 use super::javafmt::{parse_kind, JavaPattern, ParseKind};
 use super::string::{bool_out, prim_out, str_out};
@@ -109,30 +110,6 @@ pub(super) fn functions() -> Vec<SeaFn> {
         ),
     ]
 }
-
-const WEEKDAYS: [&str; 7] = [
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-];
-const MONTHS: [&str; 12] = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-];
 
 /// One date, time or timestamp value.
 #[derive(Debug, Clone, Copy, PartialEq)]
