@@ -360,3 +360,22 @@ fn a_job_file_given_twice_or_a_spark_master_without_spark_is_refused() {
     assert!(!ok);
     assert!(err.contains("-m cluster"), "{err}");
 }
+
+#[test]
+fn a_primary_key_over_a_missing_column_is_refused_naming_key_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(
+        dir.path(),
+        "pk.conf",
+        "env { job.mode = BATCH }\nsource {\n  FakeSource {\n    plugin_output = fake\n    schema = {\n      fields { id = int }\n      primaryKey { name = pk, columnNames = [idd] }\n    }\n  }\n}\nsink { Console {} }\n",
+    );
+    let (ok, _, err) = run(&job, &[]);
+    assert!(!ok);
+    assert!(
+        err.contains("source FakeSource: option 'schema'")
+            && err.contains(
+                "table fake: primary key 'pk' names column 'idd', which the table does not have"
+            ),
+        "{err}"
+    );
+}

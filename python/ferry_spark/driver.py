@@ -428,6 +428,9 @@ def run_one(spark_holder, a):
     started = time.monotonic()
     final = "FAILED"
     try:
+        # The sinks' targets (tables, save modes) are prepared once, here on the driver,
+        # before any Spark task writes.
+        _native.setup_sinks(spec, job_dir or "")
         spark = spark_holder(plan.get("spark_conf"))
         if streaming:
             def on_batch():

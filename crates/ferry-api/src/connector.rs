@@ -26,14 +26,15 @@
 //! checkpoint files and Spark's offset logs can hold them as they are.
 
 use std::fmt::Debug;
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::data::{ChangeBatch, TableSchema};
-use crate::error::Result;
+use crate::error::{FerryError, Result};
 use crate::options::{OptionSpec, Options};
 
 /// Whether a job runs to completion or until stopped (`env.job.mode`).
@@ -119,6 +120,74 @@ pub struct WriterContext {
     pub attempt: String,
 }
 
+/// How long a plugin may take to resolve its tables ([`Source::resolve`]) or set up its
+/// target ([`Sink::setup`]) unless the job says otherwise.
+pub const DEFAULT_RESOLVE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a plugin is given for the steps where it may do I/O before any data flows:
+/// [`Source::resolve`] (connect, list tables, read columns and keys) and [`Sink::setup`]
+/// (check or create the target). Both run once per job run on the planning side (the
+/// embedded engine's coordinator, Spark's driver and every Spark worker that plans), within
+/// a deadline.
+#[derive(Debug, Clone)]
+pub struct ResolveContext {
+    /// The job.
+    pub job: JobContext,
+    /// The plugin as errors name it (`source Jdbc`, `sink Jdbc`).
+    pub plugin: String,
+    /// When the step must be done by.
+    pub deadline: Instant,
+    /// Whether the job resumes from a checkpoint. A sink's setup must not redo what a fresh
+    /// run does once (SeaTunnel's save modes: dropping or recreating the target).
+    pub resumed: bool,
+}
+
+impl ResolveContext {
+    /// A context for `plugin` with `timeout` from now.
+    pub fn new(plugin: impl Into<String>, job: JobContext, timeout: Duration) -> Self {
+        ResolveContext {
+            job,
+            plugin: plugin.into(),
+            deadline: Instant::now() + timeout,
+            resumed: false,
+        }
+    }
+
+    /// Time left before the deadline, zero once it passed. A blocking driver passes this as
+    /// its connect and statement timeout.
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Runs `fut` on the process's I/O runtime ([`crate::io`]) and waits for it, at most until
+    /// the deadline. `what` names the work and its address for the error when time runs out
+    /// (`connecting to 127.0.0.1:5432`): "source Jdbc: connecting to 127.0.0.1:5432 did not
+    /// finish within 30 s". Call it from the planning thread, never from inside the runtime.
+    pub fn block_on<T, F>(&self, what: &str, fut: F) -> Result<T>
+    where
+        F: Future<Output = Result<T>>,
+    {
+        let handle = crate::io::handle()?;
+        let limit = self.remaining();
+        let started = Instant::now();
+        match handle.block_on(async { tokio::time::timeout(limit, fut).await }) {
+            Ok(r) => r,
+            Err(_) => Err(self.timed_out(what, started.elapsed())),
+        }
+    }
+
+    /// The error for work that did not finish before the deadline.
+    pub fn timed_out(&self, what: &str, waited: Duration) -> FerryError {
+        FerryError::external(
+            self.plugin.clone(),
+            format!(
+                "{what} did not finish within {:.1} s",
+                waited.as_secs_f64().max(0.1)
+            ),
+        )
+    }
+}
+
 /// Creates a source from its options. One per connector, listed in the registry.
 pub trait SourceFactory: Send + Sync {
     /// The plugin name used in job files (`FakeSource`); matched case-insensitively.
@@ -128,15 +197,24 @@ pub trait SourceFactory: Send + Sync {
     /// Every option the source accepts.
     fn options(&self) -> &'static [OptionSpec];
     /// Reads and validates the options. Must read every option it accepts through
-    /// `options` so that misspelt ones are reported; does no I/O that could block long.
-    fn create(&self, options: &mut Options, job: &JobContext) -> Result<Arc<dyn Source>>;
+    /// `options` so that misspelt ones are reported; does no I/O (that is
+    /// [`Source::resolve`]'s place).
+    fn create(&self, options: &mut Options, job: &JobContext) -> Result<Box<dyn Source>>;
 }
 
 /// A configured source.
 pub trait Source: Send + Sync + Debug {
+    /// Finds the tables it will read and their schemas and keys, doing whatever I/O that
+    /// needs (connect, list tables, read columns): called once after `create` and before
+    /// [`Source::tables`], within `ctx`'s deadline. An error names the option and address at
+    /// fault. Sources whose tables follow from their options alone keep the default.
+    fn resolve(&mut self, _ctx: &ResolveContext) -> Result<()> {
+        Ok(())
+    }
     /// Whether it ends by itself.
     fn boundedness(&self) -> Boundedness;
-    /// The tables it produces, with their schemas, known before any data is read.
+    /// The tables it produces, with their schemas and keys, known before any data is read
+    /// (after [`Source::resolve`]).
     fn tables(&self) -> Vec<TableSchema>;
     /// Whether reading again from a snapshot yields the same rows, so that a restart
     /// neither loses nor repeats data (required for exactly-once delivery).
@@ -244,6 +322,19 @@ pub trait SinkFactory: Send + Sync {
 pub trait Sink: Send + Sync + Debug {
     /// The guarantee it gives when the job checkpoints.
     fn delivery(&self) -> SinkDelivery;
+    /// Why it gives that guarantee, for `ferry check` ("exactly-once: XA transactions
+    /// committed with the checkpoint"); `None` when the guarantee says it all.
+    fn delivery_reason(&self) -> Option<String> {
+        None
+    }
+    /// Prepares the target before any writer starts, doing whatever I/O that needs: checks
+    /// that it exists, creates it, applies a save mode. Called once per job run, on the side
+    /// that commits (the embedded coordinator, Spark's driver), within `ctx`'s deadline; when
+    /// `ctx.resumed` the job continues from a checkpoint and what a fresh run does once
+    /// (dropping data, recreating a table) must not be redone.
+    fn setup(&self, _ctx: &ResolveContext) -> Result<()> {
+        Ok(())
+    }
     /// A writer, fresh or restored from [`SinkWriter::snapshot`].
     fn create_writer(
         &self,

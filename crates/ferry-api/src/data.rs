@@ -7,6 +7,8 @@ use arrow::array::{Array, UInt8Array};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
+use crate::catalog::CatalogInfo;
+
 /// The kind of change a row carries, as SeaTunnel's `RowKind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
@@ -64,22 +66,56 @@ impl RowKind {
     }
 }
 
-/// The name and Arrow schema of one table that a source produces or a transform emits.
+/// One table that a source produces or a transform emits: its routing name, its Arrow
+/// schema, and what its catalog says about it (id, keys, column details).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableSchema {
     /// Table identifier (`plugin_output` name, or `database.table` for multi-table sources).
     pub name: Arc<str>,
     /// Column names and types.
     pub schema: SchemaRef,
+    /// Its catalog id, primary and constraint keys and column details; empty when no
+    /// catalog describes it.
+    pub catalog: Arc<CatalogInfo>,
 }
 
 impl TableSchema {
-    /// A table named `name` with `schema`.
+    /// A table named `name` with `schema` and nothing known about keys.
     pub fn new(name: impl Into<Arc<str>>, schema: SchemaRef) -> Self {
         TableSchema {
             name: name.into(),
             schema,
+            catalog: Arc::default(),
         }
+    }
+
+    /// The same table with this catalog information.
+    pub fn with_catalog(mut self, catalog: CatalogInfo) -> Self {
+        self.catalog = Arc::new(catalog);
+        self
+    }
+
+    /// A table derived from this one by a transform: named `name`, with columns `schema`,
+    /// keeping the keys and column details whose columns `schema` still has.
+    pub fn derive(&self, name: impl Into<Arc<str>>, schema: SchemaRef) -> TableSchema {
+        let catalog = if self.catalog.is_empty() {
+            self.catalog.clone()
+        } else {
+            Arc::new(self.catalog.restricted_to(&schema))
+        };
+        TableSchema {
+            name: name.into(),
+            schema,
+            catalog,
+        }
+    }
+
+    /// The primary key's columns, empty when it has none.
+    pub fn primary_key_columns(&self) -> &[String] {
+        self.catalog
+            .primary_key
+            .as_ref()
+            .map_or(&[], |k| k.columns.as_slice())
     }
 }
 

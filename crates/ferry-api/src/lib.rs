@@ -20,16 +20,20 @@
 //! The engines (embedded and Spark) depend on this crate only; no engine knows any
 //! connector by name.
 
+pub mod catalog;
 pub mod connector;
 pub mod data;
 pub mod error;
 pub mod io;
+pub mod javatext;
 pub mod javatime;
 pub mod options;
+pub mod placeholder;
 pub mod registry;
 pub mod types;
 pub mod value;
 
+pub use catalog::{CatalogInfo, ConstraintKey, ConstraintType, KeyColumn, PrimaryKey, TableId};
 pub use connector::*;
 pub use data::{ChangeBatch, RowKind, TableSchema};
 pub use error::{FerryError, Result};

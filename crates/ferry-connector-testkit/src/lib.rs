@@ -28,7 +28,7 @@
 //!
 //! /// In a connector's tests, with `source` from its factory: restored after 1000 rows
 //! /// with 2 readers, it reads every row once; a replay reads the same rows.
-//! fn proves_the_source_protocol(source: &Arc<dyn Source>) -> ferry_api::Result<()> {
+//! fn proves_the_source_protocol(source: &dyn Source) -> ferry_api::Result<()> {
 //!     check_source_restore(source, 2, job(JobMode::Batch), 1_000)?;
 //!     check_source_replay(source, 2, job(JobMode::Batch), 1_000)
 //! }

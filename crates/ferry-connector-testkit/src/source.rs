@@ -1,6 +1,5 @@
 //! Driving a source: enumerator, readers, snapshots and restores.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_api::{
@@ -42,14 +41,14 @@ pub struct SourceDriver {
 
 impl SourceDriver {
     /// A fresh run with `parallelism` readers.
-    pub fn start(source: &Arc<dyn Source>, parallelism: usize, job: JobContext) -> Result<Self> {
+    pub fn start(source: &dyn Source, parallelism: usize, job: JobContext) -> Result<Self> {
         Self::open(source, parallelism, job, None)
     }
 
     /// A run restored from `snapshot`: the enumerator gets its state back and every reader
     /// its splits, in fresh instances, as after a restart.
     pub fn restore(
-        source: &Arc<dyn Source>,
+        source: &dyn Source,
         parallelism: usize,
         job: JobContext,
         snapshot: &SourceSnapshot,
@@ -64,7 +63,7 @@ impl SourceDriver {
     }
 
     fn open(
-        source: &Arc<dyn Source>,
+        source: &dyn Source,
         parallelism: usize,
         job: JobContext,
         snapshot: Option<&SourceSnapshot>,
@@ -233,7 +232,7 @@ impl SourceDriver {
 
 /// Reads a bounded source to its end in one run.
 pub fn read_all(
-    source: &Arc<dyn Source>,
+    source: &dyn Source,
     parallelism: usize,
     job: JobContext,
 ) -> Result<Vec<ChangeBatch>> {
@@ -249,7 +248,7 @@ pub fn read_all(
 /// snapshot in fresh ones. The rows before the snapshot plus the rows after the restore
 /// must be the whole input, none lost and none read twice. Returns the whole input.
 pub fn check_source_restore(
-    source: &Arc<dyn Source>,
+    source: &dyn Source,
     parallelism: usize,
     job: JobContext,
     at_rows: usize,
@@ -276,7 +275,7 @@ pub fn check_source_restore(
 /// Proves that a bounded source replays: restoring the same snapshot twice reads the same
 /// rows both times (what exactly-once delivery after a restart relies on).
 pub fn check_source_replay(
-    source: &Arc<dyn Source>,
+    source: &dyn Source,
     parallelism: usize,
     job: JobContext,
     at_rows: usize,

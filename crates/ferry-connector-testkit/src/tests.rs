@@ -163,16 +163,16 @@ impl Source for Counting {
 fn a_correct_source_passes_restore_and_replay() {
     let src: Arc<dyn Source> = Arc::new(Counting(Snapshot::Exact));
     for at in [0, 15, 100, 200] {
-        let whole = check_source_restore(&src, 2, job(JobMode::Batch), at).unwrap();
+        let whole = check_source_restore(&*src, 2, job(JobMode::Batch), at).unwrap();
         assert_eq!(rows(&whole).len(), 200);
     }
-    check_source_replay(&src, 2, job(JobMode::Batch), 50).unwrap();
+    check_source_replay(&*src, 2, job(JobMode::Batch), 50).unwrap();
 }
 
 #[test]
 fn a_snapshot_behind_the_rows_is_caught_as_repeated_rows() {
     let src: Arc<dyn Source> = Arc::new(Counting(Snapshot::Behind));
-    let e = check_source_restore(&src, 2, job(JobMode::Batch), 50).unwrap_err();
+    let e = check_source_restore(&*src, 2, job(JobMode::Batch), 50).unwrap_err();
     assert!(
         e.to_string().contains("0 missing") && e.to_string().contains("extra"),
         "{e}"
@@ -182,7 +182,7 @@ fn a_snapshot_behind_the_rows_is_caught_as_repeated_rows() {
 #[test]
 fn a_snapshot_ahead_of_the_rows_is_caught_as_lost_rows() {
     let src: Arc<dyn Source> = Arc::new(Counting(Snapshot::Ahead));
-    let e = check_source_restore(&src, 1, job(JobMode::Batch), 50).unwrap_err();
+    let e = check_source_restore(&*src, 1, job(JobMode::Batch), 50).unwrap_err();
     assert!(
         e.to_string().contains("missing") && e.to_string().contains("0 extra"),
         "{e}"

@@ -10,7 +10,7 @@ pub mod plan;
 pub mod runtime;
 
 pub use metrics::Metrics;
-pub use plan::{build_plan, Delivery, JobPlan, PlanOptions};
+pub use plan::{build_plan, setup_sinks, Delivery, JobPlan, PlanOptions};
 pub use runtime::{run, RunOutcome, StopHandle};
 
 #[cfg(test)]

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use ferry_api::{
-    Boundedness, FerryError, JobContext, JobMode, Registry, Result, Sink, SinkDelivery, Source,
-    TableSchema, Transform,
+    Boundedness, FerryError, JobContext, JobMode, Registry, ResolveContext, Result, Sink,
+    SinkDelivery, Source, TableSchema, Transform, DEFAULT_RESOLVE_TIMEOUT,
 };
 use ferry_checkpoint::{hash_options, JobLayout, NodeLayout};
 use ferry_config::{JobFile, PluginConfig};
@@ -173,12 +173,26 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
         let factory = registry
             .find_source(&p.name)
             .ok_or_else(|| unknown_plugin(&p, registry.sources().map(|f| f.name())))?;
-        let source = factory
+        let mut source = factory
             .create(&mut p.options, &ctx)
             .map_err(|e| in_plugin(e, &p))?;
+        // The one step where a source may do I/O before data flows (connect, read its
+        // tables' columns and keys), bounded so that an unreachable server fails planning.
+        let resolve = ResolveContext::new(
+            format!("source {}", p.name),
+            ctx.clone(),
+            DEFAULT_RESOLVE_TIMEOUT,
+        );
+        source.resolve(&resolve).map_err(|e| in_plugin(e, &p))?;
+        let source: Arc<dyn Source> = Arc::from(source);
         let mut tables = source.tables();
         if tables.is_empty() {
             return Err(p.options.error("", "the source declares no table"));
+        }
+        for t in &tables {
+            t.catalog
+                .check_against(&t.schema)
+                .map_err(|m| p.options.error("schema", format!("table {}: {m}", t.name)))?;
         }
         let rename = single_table_rename(&mut tables, &p.output);
         if ctx.mode == JobMode::Batch && source.boundedness() == Boundedness::Unbounded {
@@ -354,6 +368,22 @@ fn input_tables(
         }
     }
     Ok(out)
+}
+
+/// Prepares every sink's target before any writer starts ([`Sink::setup`]): once per job
+/// run, on the side that commits. `resumed` says the run continues from a checkpoint, so
+/// that save modes that drop or recreate the target are not applied again.
+pub fn setup_sinks(plan: &JobPlan, resumed: bool) -> Result<()> {
+    for node in &plan.sinks {
+        let mut ctx = ResolveContext::new(
+            format!("sink {}", node.label),
+            plan.job.clone(),
+            DEFAULT_RESOLVE_TIMEOUT,
+        );
+        ctx.resumed = resumed;
+        node.sink.setup(&ctx)?;
+    }
+    Ok(())
 }
 
 /// Says which plugin of which job file met an outside or data error while being set up

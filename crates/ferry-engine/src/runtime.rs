@@ -166,6 +166,7 @@ pub fn run(
     retry_interval: Duration,
 ) -> Result<RunOutcome> {
     let mut attempt = 0;
+    crate::plan::setup_sinks(plan, store.latest()?.is_some())?;
     loop {
         let restore = store.latest()?;
         if let Some((data, _)) = &restore {

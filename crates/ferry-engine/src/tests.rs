@@ -36,8 +36,8 @@ impl SourceFactory for NumbersFactory {
     fn options(&self) -> &'static [OptionSpec] {
         &[]
     }
-    fn create(&self, o: &mut Options, _job: &JobContext) -> Result<Arc<dyn Source>> {
-        Ok(Arc::new(Numbers {
+    fn create(&self, o: &mut Options, _job: &JobContext) -> Result<Box<dyn Source>> {
+        Ok(Box::new(Numbers {
             rows: o.i64("rows")?.unwrap_or(100),
             splits: o.i64("splits")?.unwrap_or(4),
             fail_at: o.i64("fail_at")?,

@@ -486,6 +486,17 @@ fn open_job_dir(
     ))
 }
 
+/// Prepares every sink's target before the query starts (`Sink::setup`: create or check
+/// the table, apply save modes), on the driver. `job_dir` is the job's directory, or empty
+/// for a job that cannot resume; a directory with a committed micro-batch means the job
+/// resumes, so save modes are not applied again.
+#[pyfunction]
+fn setup_sinks(spec: &str, job_dir: &str) -> PyResult<()> {
+    let j = job(spec)?;
+    let resumed = !job_dir.is_empty() && state::last_committed(Path::new(job_dir)).is_some();
+    ferry_engine::setup_sinks(&j.plan, resumed).map_err(err)
+}
+
 /// Writes the `state` file `ferry jobs` reads.
 #[pyfunction]
 fn set_state(job_dir: &str, job_id: &str, state_name: &str, pid: u32) -> PyResult<()> {
@@ -499,6 +510,7 @@ fn set_state(job_dir: &str, job_id: &str, state_name: &str, pid: u32) -> PyResul
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FerryError", m.py().get_type::<FerryError>())?;
     m.add_function(wrap_pyfunction!(load_job, m)?)?;
+    m.add_function(wrap_pyfunction!(setup_sinks, m)?)?;
     m.add_function(wrap_pyfunction!(batch_splits, m)?)?;
     m.add_function(wrap_pyfunction!(run_chain, m)?)?;
     m.add_function(wrap_pyfunction!(run_chain_stream, m)?)?;

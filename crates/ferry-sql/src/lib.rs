@@ -74,6 +74,7 @@ impl TransformFactory for SqlTransformFactory {
         let compiled = plan::compile(&query, &table.name, &table.schema)
             .map_err(|e| options.error("query", format!("{e}, in query `{}`", query.trim())))?;
         Ok(Arc::new(SqlTransform {
+            output: table.derive(table.name.clone(), compiled.output.clone()),
             name: table.name.clone(),
             compiled: Arc::new(compiled),
         }))
@@ -83,16 +84,15 @@ impl TransformFactory for SqlTransformFactory {
 /// A configured Sql transform.
 #[derive(Debug)]
 struct SqlTransform {
+    /// The output table: keys whose columns the query keeps by name stay, as in SeaTunnel.
+    output: TableSchema,
     name: Arc<str>,
     compiled: Arc<plan::Compiled>,
 }
 
 impl Transform for SqlTransform {
     fn output_tables(&self) -> Vec<TableSchema> {
-        vec![TableSchema::new(
-            self.name.clone(),
-            self.compiled.output.clone(),
-        )]
+        vec![self.output.clone()]
     }
 
     fn create_instance(&self) -> Result<Box<dyn TransformInstance>> {

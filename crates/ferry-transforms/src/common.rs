@@ -290,10 +290,14 @@ impl ProjectPlan {
     /// The identity, under table name `name` (TableRename, TableMerge, TableFilter).
     pub(crate) fn renamed_table(input: &TableSchema, name: Arc<str>) -> Self {
         let indices = (0..input.schema.fields().len()).collect();
-        ProjectPlan {
-            output: TableSchema::new(name, input.schema.clone()),
-            indices,
+        let mut output = input.derive(name.clone(), input.schema.clone());
+        // The catalog id follows the rename, as SeaTunnel's TableRename renames the TablePath.
+        if let Some(id) = &output.catalog.id {
+            let mut catalog = (*output.catalog).clone();
+            catalog.id = Some(ferry_api::TableId::from_path(id.catalog.clone(), &name));
+            output = output.with_catalog(catalog);
         }
+        ProjectPlan { output, indices }
     }
 
     /// Keeps the input columns `indices` under their own names (Filter).
@@ -307,7 +311,7 @@ impl ProjectPlan {
             input.schema.metadata().clone(),
         ));
         ProjectPlan {
-            output: TableSchema::new(input.name.clone(), schema),
+            output: input.derive(input.name.clone(), schema),
             indices,
         }
     }
@@ -323,10 +327,23 @@ impl ProjectPlan {
             input.schema.metadata().clone(),
         ));
         let indices = columns.iter().map(|(i, _)| *i).collect();
-        ProjectPlan {
-            output: TableSchema::new(input.name.clone(), schema),
-            indices,
-        }
+        // Keys follow their columns' new names; a key over a dropped column is dropped.
+        let old_names: Vec<&str> = input
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        let renamed = input.catalog.renamed(&|c| {
+            let i = old_names.iter().position(|n| *n == c)?;
+            columns
+                .iter()
+                .find(|(j, _)| *j == i)
+                .map(|(_, n)| n.clone())
+        });
+        let output = TableSchema::new(input.name.clone(), schema.clone())
+            .with_catalog(renamed.restricted_to(&schema));
+        ProjectPlan { output, indices }
     }
 }
 
@@ -430,71 +447,7 @@ impl Placement {
     }
 }
 
-/// Converts a Java `Matcher.replaceAll` replacement (`$1`, `${name}`, `\$` for a literal)
-/// into the `regex` crate's syntax (`${1}`, `${name}`, `$$`). `groups` is the number of
-/// capture groups, which decides how many digits a Java group reference takes.
-pub(crate) fn java_replacement(
-    replacement: &str,
-    groups: usize,
-) -> std::result::Result<String, String> {
-    let chars: Vec<char> = replacement.chars().collect();
-    let mut out = String::with_capacity(replacement.len() + 4);
-    let mut i = 0;
-    while i < chars.len() {
-        match chars[i] {
-            '\\' => {
-                let Some(&c) = chars.get(i + 1) else {
-                    return Err(
-                        "character to be escaped is missing at the end of the replacement".into(),
-                    );
-                };
-                if c == '$' {
-                    out.push_str("$$");
-                } else {
-                    out.push(c);
-                }
-                i += 2;
-            }
-            '$' => {
-                i += 1;
-                match chars.get(i) {
-                    Some('{') => {
-                        let end = chars[i..].iter().position(|&c| c == '}').ok_or("named group reference is missing '}'")?;
-                        let name: String = chars[i + 1..i + end].iter().collect();
-                        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric()) {
-                            return Err(format!("invalid named group reference '${{{name}}}'"));
-                        }
-                        out.push_str(&format!("${{{name}}}"));
-                        i += end + 1;
-                    }
-                    Some(c) if c.is_ascii_digit() => {
-                        // Java takes further digits only while the number stays a valid group.
-                        let mut n = c.to_digit(10).unwrap_or(0) as usize;
-                        i += 1;
-                        while let Some(d) = chars.get(i).and_then(|c| c.to_digit(10)) {
-                            let next = n * 10 + d as usize;
-                            if next > groups {
-                                break;
-                            }
-                            n = next;
-                            i += 1;
-                        }
-                        if n > groups {
-                            return Err(format!("no group {n} in the pattern"));
-                        }
-                        out.push_str(&format!("${{{n}}}"));
-                    }
-                    _ => return Err("illegal group reference: '$' must be followed by a group number or {name} (write \\$ for a literal $)".into()),
-                }
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    Ok(out)
-}
+pub(crate) use ferry_api::javatext::regex_replacement as java_replacement;
 
 /// Splits `s` as Java's `String.split(regex, limit)` does with a positive `limit`: at most
 /// `limit - 1` splits, trailing empty parts kept, and no empty leading part from a
@@ -624,24 +577,6 @@ pub(crate) mod testutil {
 mod tests {
     use super::*;
     use arrow::datatypes::DataType;
-
-    #[test]
-    fn java_replacement_syntax_is_translated() {
-        assert_eq!(java_replacement("b", 0).unwrap(), "b");
-        assert_eq!(java_replacement("<$1>", 1).unwrap(), "<${1}>");
-        // `$12` with one group is group 1 followed by a literal 2, as in Java.
-        assert_eq!(java_replacement("$12", 1).unwrap(), "${1}2");
-        assert_eq!(java_replacement("$12", 12).unwrap(), "${12}");
-        assert_eq!(java_replacement("${word}", 1).unwrap(), "${word}");
-        assert_eq!(java_replacement(r"\$5 \\", 0).unwrap(), r"$$5 \");
-        assert!(java_replacement("$", 0)
-            .unwrap_err()
-            .contains("illegal group reference"));
-        assert!(java_replacement("$2", 1)
-            .unwrap_err()
-            .contains("no group 2"));
-        assert!(java_replacement("a\\", 0).unwrap_err().contains("escaped"));
-    }
 
     fn split(sep: &str, s: &str, limit: usize) -> Vec<String> {
         let re = regex::Regex::new(sep).unwrap();

@@ -111,7 +111,7 @@ fn plan(options: &Options, table: &TableSchema, copies: &[CopySpec]) -> Result<P
     let placement = Placement::new(&table.schema, outputs);
     let indices = placement.as_projection(table.schema.fields().len(), &sources);
     Ok(ProjectPlan::new(
-        TableSchema::new(table.name.clone(), placement.schema),
+        table.derive(table.name.clone(), placement.schema),
         indices,
     ))
 }

@@ -177,7 +177,7 @@ impl TransformFactory for ReplaceTransformFactory {
                 ));
             }
             let placement = Placement::new(&table.schema, vec![f.clone()]);
-            let output = TableSchema::new(table.name.clone(), placement.schema.clone());
+            let output = table.derive(table.name.clone(), placement.schema.clone());
             plans.push((
                 table.name.clone(),
                 Arc::new(ReplacePlan {

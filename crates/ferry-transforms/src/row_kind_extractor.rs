@@ -77,7 +77,7 @@ impl TransformFactory for RowKindExtractorTransformFactory {
                 &table.schema,
                 vec![Field::new(&field, DataType::Utf8, false)],
             );
-            let output = TableSchema::new(table.name.clone(), placement.schema.clone());
+            let output = table.derive(table.name.clone(), placement.schema.clone());
             plans.push((
                 table.name.clone(),
                 Arc::new(Extract {

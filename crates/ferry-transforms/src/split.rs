@@ -84,7 +84,7 @@ impl TransformFactory for SplitTransformFactory {
                 .map(|n| Field::new(n, DataType::Utf8, true))
                 .collect();
             let placement = Placement::new(&table.schema, fields);
-            let output = TableSchema::new(table.name.clone(), placement.schema.clone());
+            let output = table.derive(table.name.clone(), placement.schema.clone());
             plans.push((
                 table.name.clone(),
                 Arc::new(SplitPlan {

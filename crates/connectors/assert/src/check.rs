@@ -388,7 +388,7 @@ fn kind_broken(
                     (0..limit).find(|&i| {
                         text.clear();
                         if !is_null(nulls, i) {
-                            ferry_connector_console::java::write_value(&mut text, col, i);
+                            ferry_api::javatext::write_value(&mut text, col, i);
                         }
                         !ok(utf16(&text))
                     })
@@ -468,7 +468,7 @@ fn describe(fr: &FieldRule, check: &TypeCheck, part: Part, col: &dyn Array, row:
                 Some(ValueRuleKind::MinLength | ValueRuleKind::MaxLength) => {
                     let mut text = String::new();
                     if !col.is_null(row) {
-                        ferry_connector_console::java::write_value(&mut text, col, row);
+                        ferry_api::javatext::write_value(&mut text, col, row);
                     }
                     format!(" (length {})", text.encode_utf16().count())
                 }

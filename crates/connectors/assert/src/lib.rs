@@ -29,7 +29,8 @@ use arrow::datatypes::SchemaRef;
 use ferry_api::types::same_type;
 use ferry_api::{
     ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, PluginLocation, Result,
-    Sink, SinkCommitter, SinkDelivery, SinkFactory, SinkWriter, TableSchema, WriterContext,
+    Sink, SinkCommitter, SinkDelivery, SinkFactory, SinkWriter, TableId, TableSchema,
+    WriterContext,
 };
 use serde_json::{json, Map, Value};
 
@@ -231,9 +232,9 @@ fn row_rule_error(rule: &str, count: u64, table: &str) -> FerryError {
     )
 }
 
-/// Checks `catalog_table_rule` against a table's schema. Ferry's schemas carry column
-/// names, types and nullability but no keys, so key rules fail as SeaTunnel's do for a
-/// table without keys.
+/// Checks `catalog_table_rule` against a table's schema and catalog information, as
+/// SeaTunnel's `AssertCatalogTableRule` does: keys and columns compared as collections (any
+/// order), the table identifier by catalog name and path.
 fn check_catalog(rule: &CatalogRule, table: &TableSchema) -> Result<()> {
     let fail = |what: &str, msg: String| {
         Err(FerryError::data(
@@ -241,23 +242,61 @@ fn check_catalog(rule: &CatalogRule, table: &TableSchema) -> Result<()> {
             format!("{}.{what}: {msg}", rule.path),
         ))
     };
-    if rule.primary_key {
-        return fail(
-            "primary_key_rule",
-            format!(
-                "table {} has no primary key (Ferry's table schemas carry no keys)",
-                table.name
-            ),
-        );
+    if let Some(r) = &rule.primary_key {
+        let Some(pk) = &table.catalog.primary_key else {
+            return fail(
+                "primary_key_rule",
+                format!("table {} has no primary key", table.name),
+            );
+        };
+        if r.name.as_ref().is_some_and(|n| *n != pk.name) {
+            return fail(
+                "primary_key_rule",
+                format!(
+                    "table {} has primary key '{}', the rule expects '{}'",
+                    table.name,
+                    pk.name,
+                    r.name.as_deref().unwrap_or_default()
+                ),
+            );
+        }
+        if !r.columns.is_empty() && !same_collection(&r.columns, &pk.columns) {
+            return fail(
+                "primary_key_rule",
+                format!(
+                    "table {}'s primary key has columns ({}), the rule expects ({})",
+                    table.name,
+                    pk.columns.join(", "),
+                    r.columns.join(", ")
+                ),
+            );
+        }
     }
-    if rule.constraint_keys {
-        return fail(
-            "constraint_key_rule",
-            format!(
-                "table {} has no constraint keys (Ferry's table schemas carry no keys)",
-                table.name
-            ),
-        );
+    if let Some(keys) = &rule.constraint_keys {
+        let have = &table.catalog.constraint_keys;
+        if have.is_empty() {
+            return fail(
+                "constraint_key_rule",
+                format!("table {} has no constraint keys", table.name),
+            );
+        }
+        if !keys.is_empty() && !same_collection(keys, have) {
+            let show = |ks: &[ferry_api::ConstraintKey]| {
+                ks.iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            return fail(
+                "constraint_key_rule",
+                format!(
+                    "table {} has constraint keys [{}], the rule expects [{}]",
+                    table.name,
+                    show(have),
+                    show(keys)
+                ),
+            );
+        }
     }
     if let Some(cols) = &rule.columns {
         let fields = table.schema.fields();
@@ -289,15 +328,40 @@ fn check_catalog(rule: &CatalogRule, table: &TableSchema) -> Result<()> {
             );
         }
     }
-    if let Some(t) = &rule.table {
-        if **t != *table.name {
+    if let Some(r) = &rule.table {
+        // A table no catalog describes is identified by its name alone.
+        let (catalog, path) = match &table.catalog.id {
+            Some(id) => (Some(id.catalog.as_str()), id.path()),
+            None => (None, table.name.to_string()),
+        };
+        let expected = TableId::from_path(r.catalog.clone().unwrap_or_default(), &r.table);
+        let catalog_differs = match (r.catalog.as_deref(), catalog) {
+            (Some(want), Some(have)) => want != have,
+            _ => false,
+        };
+        if catalog_differs || expected.path() != path {
+            let shown = |c: Option<&str>, p: &str| match c {
+                Some(c) => format!("{p} in catalog {c}"),
+                None => p.to_string(),
+            };
             return fail(
                 "table_identifier_rule",
-                format!("the table is {}, the rule expects {t}", table.name),
+                format!(
+                    "the table is {}, the rule expects {}",
+                    shown(catalog, &path),
+                    shown(r.catalog.as_deref(), &r.table)
+                ),
             );
         }
     }
     Ok(())
+}
+
+/// The same items regardless of order, counting repeats (Apache Commons'
+/// `isEqualCollection`, which SeaTunnel's rules use).
+fn same_collection<T: PartialEq>(a: &[T], b: &[T]) -> bool {
+    let count = |xs: &[T], x: &T| xs.iter().filter(|y| *y == x).count();
+    a.len() == b.len() && a.iter().all(|x| count(a, x) == count(b, x))
 }
 
 /// Rules bound to one table's schema, cached by the writer.

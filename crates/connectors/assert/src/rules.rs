@@ -3,8 +3,9 @@
 //! that a malformed rule fails before any data flows.
 
 use arrow::datatypes::DataType;
+use ferry_api::catalog::SortOrder;
 use ferry_api::types::{parse_type_value, type_name};
-use ferry_api::{FerryError, PluginLocation, Result};
+use ferry_api::{ConstraintKey, ConstraintType, FerryError, KeyColumn, PluginLocation, Result};
 use serde_json::{Map, Value};
 
 /// A check on one value of a field (`field_value = [{ rule_type = MIN, rule_value = 1 }]`).
@@ -136,17 +137,35 @@ pub struct ColumnRule {
     pub nullable: Option<bool>,
 }
 
+/// `catalog_table_rule.primary_key_rule`.
+#[derive(Debug, Clone)]
+pub struct PrimaryKeyRule {
+    /// `primary_key_name`: the key's expected name, when given.
+    pub name: Option<String>,
+    /// `primary_key_columns`: its columns in any order; empty checks only that a key exists.
+    pub columns: Vec<String>,
+}
+
+/// `catalog_table_rule.table_identifier_rule`.
+#[derive(Debug, Clone)]
+pub struct TableIdRule {
+    /// `catalog_name`, when given.
+    pub catalog: Option<String>,
+    /// `table`: the expected path (`database.table`).
+    pub table: String,
+}
+
 /// `catalog_table_rule { … }`: checks on the table's schema, made when the sink is created.
 #[derive(Debug, Clone, Default)]
 pub struct CatalogRule {
     /// `column_rule`: the table's columns, in any order.
     pub columns: Option<Vec<ColumnRule>>,
-    /// `primary_key_rule` is present.
-    pub primary_key: bool,
-    /// `constraint_key_rule` is present.
-    pub constraint_keys: bool,
-    /// `table_identifier_rule.table`.
-    pub table: Option<String>,
+    /// `primary_key_rule`.
+    pub primary_key: Option<PrimaryKeyRule>,
+    /// `constraint_key_rule`: the keys in any order; empty checks only that there are some.
+    pub constraint_keys: Option<Vec<ConstraintKey>>,
+    /// `table_identifier_rule`.
+    pub table: Option<TableIdRule>,
     /// Where the rule is written.
     pub path: String,
 }
@@ -536,11 +555,50 @@ impl Parser<'_> {
             ],
         );
         let mut out = CatalogRule {
-            primary_key: m.get("primary_key_rule").is_some_and(|v| !v.is_null()),
-            constraint_keys: m.get("constraint_key_rule").is_some_and(|v| !v.is_null()),
             path: path.to_string(),
             ..Default::default()
         };
+        if let Some(v) = m.get("primary_key_rule").filter(|v| !v.is_null()) {
+            let kpath = format!("{path}.primary_key_rule");
+            let km = self.block(v, &kpath)?;
+            self.warn_unknown(km, &kpath, &["primary_key_name", "primary_key_columns"]);
+            let name = match km.get("primary_key_name") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(other) => {
+                    return Err(self.err(
+                        &format!("{kpath}.primary_key_name"),
+                        format!("expected text, found {other}"),
+                    ))
+                }
+            };
+            let columns = match km.get("primary_key_columns") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(_) => self
+                    .list(km, "primary_key_columns", &kpath)?
+                    .iter()
+                    .map(|c| c.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| {
+                        self.err(
+                            &format!("{kpath}.primary_key_columns"),
+                            "expected a list of column names",
+                        )
+                    })?,
+            };
+            out.primary_key = Some(PrimaryKeyRule { name, columns });
+        }
+        if let Some(v) = m.get("constraint_key_rule").filter(|v| !v.is_null()) {
+            let kpath = format!("{path}.constraint_key_rule");
+            let Value::Array(items) = v else {
+                return Err(self.err(&kpath, "expected a list of constraint keys"));
+            };
+            let mut keys = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                keys.push(self.constraint_key(item, &format!("{kpath}[{i}]"))?);
+            }
+            out.constraint_keys = Some(keys);
+        }
         if m.contains_key("column_rule") {
             let mut cols = Vec::new();
             for (i, c) in self.list(m, "column_rule", path)?.iter().enumerate() {
@@ -596,17 +654,94 @@ impl Parser<'_> {
         if let Some(t) = m.get("table_identifier_rule").filter(|v| !v.is_null()) {
             let tpath = format!("{path}.table_identifier_rule");
             let tm = self.block(t, &tpath)?;
-            match tm.get("table") {
-                Some(Value::String(s)) => out.table = Some(s.clone()),
+            self.warn_unknown(tm, &tpath, &["catalog_name", "table"]);
+            let table = match tm.get("table") {
+                Some(Value::String(s)) => s.clone(),
                 _ => {
                     return Err(self.err(
                         &format!("{tpath}.table"),
                         "is required: the expected table name",
                     ))
                 }
-            }
+            };
+            let catalog = tm
+                .get("catalog_name")
+                .and_then(|c| c.as_str())
+                .map(str::to_string);
+            out.table = Some(TableIdRule { catalog, table });
         }
         Ok(out)
+    }
+
+    /// One `constraint_key_rule` item: `{ constraint_key_name, constraint_key_type,
+    /// constraint_key_columns = [{ constraint_key_column_name, constraint_key_sort_type }] }`.
+    fn constraint_key(&self, v: &Value, path: &str) -> Result<ConstraintKey> {
+        let m = self.block(v, path)?;
+        self.warn_unknown(
+            m,
+            path,
+            &[
+                "constraint_key_name",
+                "constraint_key_type",
+                "constraint_key_columns",
+            ],
+        );
+        let text = |k: &str| match m.get(k) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            _ => Err(self.err(&format!("{path}.{k}"), "is required and must be text")),
+        };
+        let name = text("constraint_key_name")?;
+        let kind_text = text("constraint_key_type")?;
+        let kind = ConstraintType::parse(&kind_text).ok_or_else(|| {
+            self.err(
+                &format!("{path}.constraint_key_type"),
+                format!("'{kind_text}' is not a constraint type (valid: INDEX_KEY, UNIQUE_KEY, FOREIGN_KEY)"),
+            )
+        })?;
+        let mut columns = Vec::new();
+        for (j, c) in self
+            .list(m, "constraint_key_columns", path)?
+            .iter()
+            .enumerate()
+        {
+            let cpath = format!("{path}.constraint_key_columns[{j}]");
+            let cm = self.block(c, &cpath)?;
+            self.warn_unknown(
+                cm,
+                &cpath,
+                &["constraint_key_column_name", "constraint_key_sort_type"],
+            );
+            let name = match cm.get("constraint_key_column_name") {
+                Some(Value::String(s)) => s.clone(),
+                _ => {
+                    return Err(self.err(
+                        &format!("{cpath}.constraint_key_column_name"),
+                        "is required and must be text",
+                    ))
+                }
+            };
+            let order = match cm.get("constraint_key_sort_type") {
+                None | Some(Value::Null) => SortOrder::Asc,
+                Some(Value::String(s)) => SortOrder::parse(s).ok_or_else(|| {
+                    self.err(
+                        &format!("{cpath}.constraint_key_sort_type"),
+                        format!("'{s}' is not a sort type (valid: ASC, DESC)"),
+                    )
+                })?,
+                Some(other) => {
+                    return Err(self.err(
+                        &format!("{cpath}.constraint_key_sort_type"),
+                        format!("expected ASC or DESC, found {other}"),
+                    ))
+                }
+            };
+            columns.push(KeyColumn { name, order });
+        }
+        Ok(ConstraintKey {
+            name,
+            kind,
+            columns,
+        })
     }
 }
 
@@ -742,9 +877,18 @@ mod tests {
             panic!("expected rules for each table")
         };
         let c = t.catalog.as_ref().unwrap();
-        assert!(c.primary_key && !c.constraint_keys);
+        let pk = c.primary_key.as_ref().unwrap();
+        assert_eq!(
+            (pk.name.as_deref(), pk.columns.as_slice()),
+            (Some("pk"), &["id".to_string()][..])
+        );
+        assert!(c.constraint_keys.is_none());
         assert_eq!(c.columns.as_ref().unwrap()[1].nullable, Some(false));
-        assert_eq!(c.table.as_deref(), Some("db.t"));
+        let t = c.table.as_ref().unwrap();
+        assert_eq!(
+            (t.catalog.as_deref(), t.table.as_str()),
+            (Some("c"), "db.t")
+        );
         assert_eq!(r.table_names, Some(vec!["a".to_string(), "b".to_string()]));
     }
 }

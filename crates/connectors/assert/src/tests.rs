@@ -379,7 +379,10 @@ fn catalog_table_rules() {
     let e = create(json!({"rules": {"catalog_table_rule": {"primary_key_rule": {"primary_key_name": "pk", "primary_key_columns": ["id"]}}}}), std::slice::from_ref(&t))
         .unwrap_err()
         .to_string();
-    assert_eq!(e, "Assert: rules.catalog_table_rule.primary_key_rule: table fake has no primary key (Ferry's table schemas carry no keys)");
+    assert_eq!(
+        e,
+        "Assert: rules.catalog_table_rule.primary_key_rule: table fake has no primary key"
+    );
     let e = create(
         json!({"rules": {"catalog_table_rule": {"table_identifier_rule": {"table": "other"}}}}),
         std::slice::from_ref(&t),
@@ -389,4 +392,83 @@ fn catalog_table_rules() {
     assert_eq!(e, "Assert: rules.catalog_table_rule.table_identifier_rule: the table is fake, the rule expects other");
     let e = create(json!({"rules": {"tables_configs": [{"table_path": "nope", "catalog_table_rule": {"column_rule": []}}]}}), std::slice::from_ref(&t)).unwrap_err().to_string();
     assert!(e.contains("option 'rules.tables_configs[0].table_path': catalog_table_rule needs table nope, which is not an input of this sink (inputs: fake)"), "{e}");
+}
+
+/// A table with a catalog id, a primary key and a unique key, as FakeSource's
+/// `schema { table, primaryKey, constraintKeys }` makes it.
+fn keyed_table() -> TableSchema {
+    use ferry_api::catalog::SortOrder;
+    use ferry_api::{CatalogInfo, ConstraintKey, ConstraintType, KeyColumn, PrimaryKey, TableId};
+    table("fake", &[("id", "bigint"), ("name", "string")]).with_catalog(CatalogInfo {
+        id: Some(TableId::from_path("FakeSource", "test.fakeTable")),
+        primary_key: Some(PrimaryKey {
+            name: "primary key".into(),
+            columns: vec!["id".into()],
+        }),
+        constraint_keys: vec![ConstraintKey {
+            name: "unique_name".into(),
+            kind: ConstraintType::Unique,
+            columns: vec![KeyColumn {
+                name: "id".into(),
+                order: SortOrder::Asc,
+            }],
+        }],
+        ..Default::default()
+    })
+}
+
+#[test]
+fn key_and_identifier_rules_compare_the_catalog_information() {
+    let t = keyed_table();
+    let unique = json!([{"constraint_key_name": "unique_name", "constraint_key_type": "UNIQUE_KEY",
+        "constraint_key_columns": [{"constraint_key_column_name": "id", "constraint_key_sort_type": "ASC"}]}]);
+    create(
+        json!({"rules": {"catalog_table_rule": {
+            "primary_key_rule": {"primary_key_name": "primary key", "primary_key_columns": ["id"]},
+            "constraint_key_rule": unique,
+            "table_identifier_rule": {"catalog_name": "FakeSource", "table": "test.fakeTable"}}}}),
+        std::slice::from_ref(&t),
+    )
+    .unwrap();
+    let fails = |rule: Value| {
+        create(
+            json!({"rules": {"catalog_table_rule": rule}}),
+            std::slice::from_ref(&t),
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    assert_eq!(
+        fails(json!({"primary_key_rule": {"primary_key_name": "pk", "primary_key_columns": ["id"]}})),
+        "Assert: rules.catalog_table_rule.primary_key_rule: table fake has primary key 'primary key', the rule expects 'pk'"
+    );
+    assert_eq!(
+        fails(json!({"primary_key_rule": {"primary_key_name": "primary key", "primary_key_columns": ["id", "name"]}})),
+        "Assert: rules.catalog_table_rule.primary_key_rule: table fake's primary key has columns (id), the rule expects (id, name)"
+    );
+    assert_eq!(
+        fails(json!({"constraint_key_rule": [{"constraint_key_name": "unique_name", "constraint_key_type": "UNIQUE_KEY",
+            "constraint_key_columns": [{"constraint_key_column_name": "id", "constraint_key_sort_type": "DESC"}]}]})),
+        "Assert: rules.catalog_table_rule.constraint_key_rule: table fake has constraint keys [UNIQUE_KEY unique_name (id ASC)], the rule expects [UNIQUE_KEY unique_name (id DESC)]"
+    );
+    assert_eq!(
+        fails(json!({"table_identifier_rule": {"catalog_name": "Jdbc", "table": "test.fakeTable"}})),
+        "Assert: rules.catalog_table_rule.table_identifier_rule: the table is test.fakeTable in catalog FakeSource, the rule expects test.fakeTable in catalog Jdbc"
+    );
+    assert_eq!(
+        fails(json!({"table_identifier_rule": {"catalog_name": "FakeSource", "table": "fakeTable"}})),
+        "Assert: rules.catalog_table_rule.table_identifier_rule: the table is test.fakeTable in catalog FakeSource, the rule expects fakeTable in catalog FakeSource"
+    );
+    // A table without keys fails key rules, as SeaTunnel's do.
+    let plain = table("fake", &[("id", "bigint")]);
+    let e = create(
+        json!({"rules": {"catalog_table_rule": {"constraint_key_rule": []}}}),
+        std::slice::from_ref(&plain),
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        e,
+        "Assert: rules.catalog_table_rule.constraint_key_rule: table fake has no constraint keys"
+    );
 }

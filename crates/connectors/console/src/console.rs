@@ -11,7 +11,7 @@ use ferry_api::{
 };
 use serde_json::Value;
 
-use crate::java::append_column;
+use ferry_api::javatext::append_column;
 
 const COMPONENT: &str = "Console";
 

@@ -1,11 +1,9 @@
 //! Console sink (prints rows with their kind, as SeaTunnel's `Console` does) and
 //! Blackhole sink (counts rows and drops them, for benchmarks).
-//!
-//! [`java`] holds the Java-style value formatting both the Console and Assert sinks use.
+//! Values are printed as SeaTunnel's Java code prints them (`ferry_api::javatext`).
 
 pub mod blackhole;
 pub mod console;
-pub mod java;
 
 pub use blackhole::{total_rows, BlackholeSinkFactory};
 pub use console::ConsoleSinkFactory;

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, UInt8Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow::record_batch::RecordBatch;
+use ferry_api::catalog::{read_schema_keys, ColumnInfo};
 use ferry_api::types::{parse_type_value, schema_from_fields};
 use ferry_api::value::json_to_array;
-use ferry_api::{OptionKind, OptionSpec, Options, Result, RowKind};
+use ferry_api::{CatalogInfo, OptionKind, OptionSpec, Options, Result, RowKind, TableId};
 use serde_json::{Map, Value};
 
 use crate::generate::{check_type, GenConfig, NumGen, StringGen};
@@ -20,10 +21,10 @@ pub(crate) const OPTIONS: &[OptionSpec] = &[
     OptionSpec::optional("schema.fields", OptionKind::Object, None, "Columns as `name = type` (nested rows as blocks). Either this or schema.columns is required."),
     OptionSpec::optional("schema.columns", OptionKind::List, None, "Columns as a list of {name, type, nullable, defaultValue, comment, columnLength, columnScale}; a defaultValue is produced in every row, columnLength sets a string column's length."),
     OptionSpec::optional("schema.table", OptionKind::String, None, "Name of the produced table (`db.table`); defaults to plugin_output / result_table_name, else `default`."),
-    OptionSpec::optional("schema.schema_first", OptionKind::Bool, Some("false"), "Accepted for compatibility; the table name is used as written."),
-    OptionSpec::optional("schema.comment", OptionKind::String, None, "Table comment (accepted, unused)."),
-    OptionSpec::optional("schema.primaryKey", OptionKind::Any, None, "Primary key (accepted, unused)."),
-    OptionSpec::optional("schema.constraintKeys", OptionKind::Any, None, "Constraint keys (accepted, unused)."),
+    OptionSpec::optional("schema.schema_first", OptionKind::Bool, Some("false"), "Read `schema.table = \"a.b\"` as schema a, table b (not database a) in the table's catalog id."),
+    OptionSpec::optional("schema.comment", OptionKind::String, None, "Table comment, kept in the table's catalog information."),
+    OptionSpec::optional("schema.primaryKey", OptionKind::Any, None, "Primary key `{ name, columnNames = [...] }`, carried to sinks (upserts, Assert's catalog_table_rule)."),
+    OptionSpec::optional("schema.constraintKeys", OptionKind::Any, None, "Unique keys and indexes `[{ constraintName, constraintType = UNIQUE_KEY, constraintColumns = [{ columnName, sortType }] }]`, carried to sinks."),
     OptionSpec::optional("rows", OptionKind::List, None, "Explicit rows `{kind = INSERT, fields = [...]}`; every split produces all of them instead of random rows."),
     OptionSpec::optional("row.num", OptionKind::Int, Some("5"), "Rows generated per reader (total = row.num × parallelism)."),
     OptionSpec::optional("split.num", OptionKind::Int, Some("1"), "Splits each reader's rows are cut into."),
@@ -97,6 +98,8 @@ pub(crate) struct TableConfig {
     pub gen: GenConfig,
     pub rows: Option<FixedRows>,
     pub seed: u64,
+    /// Id, keys and column details from the schema block.
+    pub catalog: CatalogInfo,
 }
 
 /// A size option, capped so that a typo cannot make a batch exhaust memory.
@@ -348,7 +351,11 @@ fn current_temporal(v: &Value, dt: &DataType) -> Option<Value> {
 }
 
 /// Reads `schema.fields` or `schema.columns`.
-fn read_schema(o: &mut Options, string_length: usize) -> Result<(Schema, Vec<ColumnGen>)> {
+fn read_schema(
+    o: &mut Options,
+    string_length: usize,
+    catalog: &mut CatalogInfo,
+) -> Result<(Schema, Vec<ColumnGen>)> {
     let fields = o.object("schema.fields")?;
     let columns = o.list("schema.columns")?;
     let (schema, gens) = match (fields, columns) {
@@ -436,6 +443,20 @@ fn read_schema(o: &mut Options, string_length: usize) -> Result<(Schema, Vec<Col
                         ColumnGen::Constant(a)
                     }
                 };
+                let comment = match m.get("comment") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(c)) => Some(c.clone()),
+                    Some(v) => Some(v.to_string()),
+                };
+                catalog.set_column(
+                    &name,
+                    ColumnInfo {
+                        default: m.get("defaultValue").filter(|v| !v.is_null()).cloned(),
+                        comment,
+                        length: (length > 0).then_some(length as u64),
+                        source_type: None,
+                    },
+                );
                 fields.push(Field::new(name, dt, nullable));
                 gens.push(gen);
             }
@@ -564,14 +585,23 @@ pub(crate) fn read_table(
     default_seed: u64,
 ) -> Result<TableConfig> {
     let gen = gen_config(o)?;
-    let (schema, columns) = read_schema(o, gen.string_length)?;
+    let mut catalog = CatalogInfo::default();
+    let (schema, columns) = read_schema(o, gen.string_length, &mut catalog)?;
     let schema: SchemaRef = Arc::new(schema);
-    let name = match o.string("schema.table")? {
-        Some(t) if !t.trim().is_empty() => t,
-        _ => default_name.unwrap_or("default").to_string(),
-    };
-    o.bool("schema.schema_first")?;
-    o.string("schema.comment")?;
+    let table = o.string("schema.table")?.filter(|t| !t.trim().is_empty());
+    let schema_first = o.bool("schema.schema_first")?.unwrap_or(false);
+    // SeaTunnel's table id: schema.table, else the output name, else default.default.default.
+    let path = table
+        .clone()
+        .or_else(|| default_name.map(str::to_string))
+        .unwrap_or_else(|| "default.default.default".to_string());
+    let mut id = TableId::from_path("FakeSource", &path);
+    if schema_first {
+        id = id.schema_first();
+    }
+    catalog.id = Some(id);
+    read_schema_keys(o, "schema", &mut catalog)?;
+    let name = table.unwrap_or_else(|| default_name.unwrap_or("default").to_string());
     let rows = read_rows(o, &schema)?;
     let row_num = o.u64("row.num")?.unwrap_or(5);
     let split_num = size(o, "split.num", 1, MAX_SPLITS)?;
@@ -599,6 +629,7 @@ pub(crate) fn read_table(
         gen,
         rows,
         seed,
+        catalog,
     })
 }
 

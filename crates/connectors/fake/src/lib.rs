@@ -50,7 +50,7 @@ impl SourceFactory for FakeSourceFactory {
         OPTIONS
     }
 
-    fn create(&self, options: &mut Options, job: &JobContext) -> Result<Arc<dyn Source>> {
+    fn create(&self, options: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
         let seed = options.i64("seed")?.unwrap_or(0) as u64;
         let tables = match options.list("tables_configs")? {
             None => {
@@ -108,7 +108,7 @@ impl SourceFactory for FakeSourceFactory {
             }
         };
         options.finish(OPTIONS)?;
-        Ok(Arc::new(FakeSource {
+        Ok(Box::new(FakeSource {
             tables: Arc::new(tables),
             mode: job.mode,
         }))

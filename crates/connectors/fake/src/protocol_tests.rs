@@ -21,10 +21,10 @@ fn restored_anywhere_every_row_comes_once() {
     for parallelism in [1, 2] {
         let total = 20_000 * parallelism;
         for at in [0, 1, 8_192, total / 2, total - 1, total] {
-            let whole = check_source_restore(&src, parallelism, job(JobMode::Batch), at)
+            let whole = check_source_restore(&*src, parallelism, job(JobMode::Batch), at)
                 .unwrap_or_else(|e| panic!("parallelism {parallelism}, at {at}: {e}"));
             assert_eq!(whole.iter().map(|b| b.num_rows()).sum::<usize>(), total);
         }
-        check_source_replay(&src, parallelism, job(JobMode::Batch), total / 3).unwrap();
+        check_source_replay(&*src, parallelism, job(JobMode::Batch), total / 3).unwrap();
     }
 }

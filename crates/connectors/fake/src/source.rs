@@ -79,7 +79,9 @@ impl Source for FakeSource {
     fn tables(&self) -> Vec<TableSchema> {
         self.tables
             .iter()
-            .map(|t| TableSchema::new(t.name.clone(), t.schema.clone()))
+            .map(|t| {
+                TableSchema::new(t.name.clone(), t.schema.clone()).with_catalog(t.catalog.clone())
+            })
             .collect()
     }
 

@@ -24,7 +24,7 @@ fn job(mode: JobMode) -> JobContext {
     }
 }
 
-fn create(v: Value) -> Result<Arc<dyn Source>> {
+fn create(v: Value) -> Result<Box<dyn Source>> {
     FakeSourceFactory.create(
         &mut Options::from_json("FakeSource", v),
         &job(JobMode::Batch),
@@ -750,4 +750,51 @@ fn conformance_job_blocks_are_accepted() {
         let src = create(opts.clone()).unwrap_or_else(|e| panic!("{opts}: {e}"));
         assert_eq!(rows(&run(src.as_ref(), 1)), n, "{opts}");
     }
+}
+
+#[test]
+fn the_schema_block_gives_the_table_its_catalog_id_and_keys() {
+    let s = create(json!({
+        "plugin_output": "fake",
+        "schema": {
+            "table": "test.fakeTable",
+            "comment": "people",
+            "columns": [
+                {"name": "id", "type": "bigint", "nullable": false, "comment": "the key"},
+                {"name": "name", "type": "string", "columnLength": 20, "defaultValue": "x"}
+            ],
+            "primaryKey": {"name": "pk", "columnNames": ["id"]},
+            "constraintKeys": [{"constraintName": "u", "constraintType": "UNIQUE_KEY",
+                "constraintColumns": [{"columnName": "name", "sortType": "DESC"}]}]
+        }
+    }))
+    .unwrap();
+    let t = &s.tables()[0];
+    let c = &t.catalog;
+    let id = c.id.as_ref().unwrap();
+    assert_eq!(
+        (id.catalog.as_str(), id.path().as_str()),
+        ("FakeSource", "test.fakeTable")
+    );
+    assert_eq!(t.primary_key_columns(), ["id".to_string()]);
+    assert_eq!(c.constraint_keys[0].to_string(), "UNIQUE_KEY u (name DESC)");
+    assert_eq!(c.comment.as_deref(), Some("people"));
+    assert_eq!(c.columns["id"].comment.as_deref(), Some("the key"));
+    assert_eq!(c.columns["name"].length, Some(20));
+    assert_eq!(c.columns["name"].default, Some(json!("x")));
+
+    // Without schema.table the id is the output name, else SeaTunnel's default path.
+    let s = create(json!({"plugin_output": "fake", "schema": schema3()})).unwrap();
+    assert_eq!(s.tables()[0].catalog.id.as_ref().unwrap().path(), "fake");
+    let s = create(json!({"schema": schema3()})).unwrap();
+    assert_eq!(
+        s.tables()[0].catalog.id.as_ref().unwrap().path(),
+        "default.default.default"
+    );
+
+    let e = create_err(json!({"schema": {"fields": {"id": "int"}, "primaryKey": {"name": "pk"}}}));
+    assert!(
+        e.contains("schema.primaryKey.columnNames") && e.contains("is required"),
+        "{e}"
+    );
 }

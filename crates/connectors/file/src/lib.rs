@@ -10,7 +10,6 @@
 
 mod json;
 mod lzo;
-mod placeholder;
 mod read;
 mod sink;
 mod source;

@@ -23,13 +23,15 @@ fn fields() -> Value {
 }
 
 fn source(dir: &Path, format: &str) -> Result<Arc<dyn ferry_api::Source>> {
-    LocalFileSourceFactory.create(
-        &mut Options::from_json(
-            "LocalFile",
-            json!({"path": dir, "file_format_type": format, "schema": {"fields": fields()}}),
-        ),
-        &job(JobMode::Batch),
-    )
+    LocalFileSourceFactory
+        .create(
+            &mut Options::from_json(
+                "LocalFile",
+                json!({"path": dir, "file_format_type": format, "schema": {"fields": fields()}}),
+            ),
+            &job(JobMode::Batch),
+        )
+        .map(Arc::from)
 }
 
 /// `files` CSV files of `rows` lines each, ids counting up across files.
@@ -54,14 +56,14 @@ fn source_restored_anywhere_reads_every_line_once() {
     let src = source(dir.path(), "csv").unwrap();
     for parallelism in [1, 2] {
         for at in [0, 1, 8_192, 25_000, 59_999, 60_000] {
-            let whole = check_source_restore(&src, parallelism, job(JobMode::Batch), at)
+            let whole = check_source_restore(&*src, parallelism, job(JobMode::Batch), at)
                 .unwrap_or_else(|e| panic!("parallelism {parallelism}, at {at}: {e}"));
             assert_eq!(
                 whole.iter().map(ChangeBatch::num_rows).sum::<usize>(),
                 60_000
             );
         }
-        check_source_replay(&src, parallelism, job(JobMode::Batch), 30_000).unwrap();
+        check_source_replay(&*src, parallelism, job(JobMode::Batch), 30_000).unwrap();
     }
 }
 
@@ -105,7 +107,7 @@ fn read_back(dir: &Path) -> Result<Vec<ChangeBatch>> {
     if !dir.exists() {
         return Ok(Vec::new());
     }
-    Ok(read_all(&source(dir, "csv")?, 1, job(JobMode::Batch))?
+    Ok(read_all(&*source(dir, "csv")?, 1, job(JobMode::Batch))?
         .into_iter()
         .map(|b| ChangeBatch::inserts("t".into(), b.data))
         .collect())

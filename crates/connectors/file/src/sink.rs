@@ -23,11 +23,11 @@ use parquet::file::properties::WriterProperties;
 use serde_json::{json, Map, Value};
 
 use crate::lzo::LzopWriter;
-use crate::placeholder::{substitute, TableId};
 use crate::read::{Format, COMPONENT};
 use crate::source::{list_files, read_encoding, read_format};
 use crate::text::Enc;
 use crate::util::java_pattern_to_chrono;
+use ferry_api::placeholder::substitute;
 
 /// Where staged files live under the output path; the leading `_` hides it from readers.
 pub const STAGING_DIR: &str = "_ferry_tmp";
@@ -204,14 +204,13 @@ fn table_configs(
     let multi = input.len() > 1;
     let mut tables = Vec::with_capacity(input.len());
     for table in input {
-        let id = TableId::parse(&table.name);
         let fields: Vec<&str> = table
             .schema
             .fields()
             .iter()
             .map(|f| f.name().as_str())
             .collect();
-        let sub = |t: &str| substitute(t, &id, &fields);
+        let sub = |t: &str| substitute(t, table);
         let mut partition_cols = Vec::new();
         for p in opts.partition_by {
             partition_cols.push(column_index(o, table, multi, "partition_by", p)?);

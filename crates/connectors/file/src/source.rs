@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use ferry_api::catalog::read_schema_keys;
 use ferry_api::options::COMMON_OPTIONS;
 use ferry_api::types::schema_from_fields;
 use ferry_api::{
-    Boundedness, ChangeBatch, EnumeratorContext, FerryError, JobContext, JobMode, OptionKind,
-    OptionSpec, Options, ReadStatus, ReaderContext, Result, Source, SourceFactory, SourceReader,
-    Split, SplitEnumerator, TableSchema,
+    Boundedness, CatalogInfo, ChangeBatch, EnumeratorContext, FerryError, JobContext, JobMode,
+    OptionKind, OptionSpec, Options, ReadStatus, ReaderContext, Result, Source, SourceFactory,
+    SourceReader, Split, SplitEnumerator, TableId, TableSchema,
 };
 use regex::Regex;
 use serde_json::{json, Value};
@@ -201,7 +202,7 @@ impl SourceFactory for LocalFileSourceFactory {
         SOURCE_OPTIONS
     }
 
-    fn create(&self, o: &mut Options, job: &JobContext) -> Result<Arc<dyn Source>> {
+    fn create(&self, o: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
         let streaming = job.mode == JobMode::Streaming;
         let tables = match o.list("tables_configs")? {
             None => {
@@ -212,7 +213,7 @@ impl SourceFactory for LocalFileSourceFactory {
             }
             Some(items) => read_tables_configs(o, items, streaming)?,
         };
-        Ok(Arc::new(LocalFileSource {
+        Ok(Box::new(LocalFileSource {
             tables: tables.into(),
             streaming,
         }))
@@ -275,9 +276,12 @@ struct DeclaredSchema {
     fields: Option<Schema>,
     /// `schema.table`, when given.
     table: Option<String>,
+    /// `schema.primaryKey`, `schema.constraintKeys` and `schema.comment`.
+    catalog: CatalogInfo,
 }
 
-/// Keys a `schema` block may hold besides `fields` and `table` (accepted, unused).
+/// Keys a `schema` block may hold besides `fields` and `table`: read into the table's
+/// catalog information, except `schema_first` (accepted, unused).
 const SCHEMA_EXTRA_KEYS: &[&str] = &["schema_first", "comment", "primaryKey", "constraintKeys"];
 
 fn read_schema_block(o: &mut Options) -> Result<Option<DeclaredSchema>> {
@@ -311,7 +315,13 @@ fn read_schema_block(o: &mut Options) -> Result<Option<DeclaredSchema>> {
             ));
         }
     }
-    Ok(Some(DeclaredSchema { fields, table }))
+    let mut catalog = CatalogInfo::default();
+    read_schema_keys(o, "schema", &mut catalog)?;
+    Ok(Some(DeclaredSchema {
+        fields,
+        table,
+        catalog,
+    }))
 }
 
 /// Reads one table's options: the plugin block itself, or one `tables_configs` entry.
@@ -326,7 +336,12 @@ fn read_table(o: &mut Options, default_name: &str, streaming: bool) -> Result<Fi
         .and_then(|s| s.table.clone())
         .unwrap_or_else(|| default_name.to_string());
     let has_schema_block = schema_block.is_some();
-    let declared = schema_block.and_then(|s| s.fields);
+    let mut catalog = CatalogInfo::default();
+    let declared = schema_block.and_then(|s| {
+        catalog = s.catalog;
+        s.fields
+    });
+    catalog.id = Some(TableId::from_path("LocalFile", &name));
     let read_columns = o.string_list("read_columns")?;
     let delim = match o.get_any(&["field_delimiter", "delimiter"]) {
         Some((k, Value::String(s))) => Some((k, unescape_option(&s))),
@@ -493,6 +508,7 @@ fn read_table(o: &mut Options, default_name: &str, streaming: bool) -> Result<Fi
         partition_keys,
         spec,
         split,
+        catalog,
     })
 }
 
@@ -619,6 +635,8 @@ struct FileTable {
     spec: Arc<ReadSpec>,
     /// Whether and how its large files are read in parts.
     split: SplitRule,
+    /// Its id and the keys its schema block declares.
+    catalog: CatalogInfo,
 }
 
 /// A configured `LocalFile` source: one table, or one per `tables_configs` entry.
@@ -640,7 +658,9 @@ impl Source for LocalFileSource {
     fn tables(&self) -> Vec<TableSchema> {
         self.tables
             .iter()
-            .map(|t| TableSchema::new(t.name.clone(), t.output.clone()))
+            .map(|t| {
+                TableSchema::new(t.name.clone(), t.output.clone()).with_catalog(t.catalog.clone())
+            })
             .collect()
     }
 

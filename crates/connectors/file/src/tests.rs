@@ -67,7 +67,7 @@ pub(crate) fn read_all(opts: Value) -> ferry_api::Result<(Arc<Schema>, Vec<Recor
     let mut o = Options::from_json("LocalFile", opts);
     let src = LocalFileSourceFactory.create(&mut o, &job(JobMode::Batch))?;
     let schema = src.tables()[0].schema.clone();
-    let batches = ferry_connector_testkit::read_all(&src, 1, job(JobMode::Batch))?;
+    let batches = ferry_connector_testkit::read_all(&*src, 1, job(JobMode::Batch))?;
     Ok((schema, batches.into_iter().map(|b| b.data).collect()))
 }
 
@@ -1141,7 +1141,9 @@ fn null_typed_columns_round_trip_through_text_and_parquet() {
 // ---- several tables (tables_configs) ----
 
 fn create_source(opts: Value, mode: JobMode) -> ferry_api::Result<Arc<dyn ferry_api::Source>> {
-    LocalFileSourceFactory.create(&mut Options::from_json("LocalFile", opts), &job(mode))
+    LocalFileSourceFactory
+        .create(&mut Options::from_json("LocalFile", opts), &job(mode))
+        .map(Arc::from)
 }
 
 fn reader_ctx(mode: JobMode) -> ReaderContext {

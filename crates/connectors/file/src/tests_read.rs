@@ -206,7 +206,7 @@ fn plan(
         )
         .unwrap();
     let splits = en.discover().unwrap();
-    (src, splits)
+    (std::sync::Arc::from(src), splits)
 }
 
 fn reader(

@@ -16,7 +16,7 @@ use ferry_api::value::{
     format_date, format_decimal, parse_date, parse_decimal, parse_time, parse_timestamp,
 };
 
-use crate::util::{java_float, java_pattern_to_chrono};
+use crate::util::java_pattern_to_chrono;
 
 /// SeaTunnel's separators by nesting level (`TextFormatConstant.SEPARATOR`).
 pub const SEPARATORS: [&str; 7] = [
@@ -624,11 +624,11 @@ impl<'a> Enc<'a> {
                     }
                     LeafKind::F32 => {
                         let v = a.as_primitive::<Float32Type>().value(i);
-                        java_float(v as f64, || v.to_string(), || format!("{v:E}"), out);
+                        ferry_api::javatext::write_java_f32(out, v);
                     }
                     LeafKind::F64 => {
                         let v = a.as_primitive::<Float64Type>().value(i);
-                        java_float(v, || v.to_string(), || format!("{v:E}"), out);
+                        ferry_api::javatext::write_java_f64(out, v);
                     }
                     LeafKind::Dec(s) => {
                         // BigDecimal.stripTrailingZeros().toPlainString()

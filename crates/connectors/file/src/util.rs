@@ -160,42 +160,6 @@ fn push_literal(out: &mut String, c: char) {
     }
 }
 
-/// Java's `Float.toString`/`Double.toString` text: plain between 10⁻³ and 10⁷, else
-/// computerized scientific notation (`2.4798444E38`); always with a fraction digit.
-pub fn java_float(
-    v: f64,
-    shortest: impl Fn() -> String,
-    sci: impl Fn() -> String,
-    out: &mut String,
-) {
-    if v.is_nan() {
-        out.push_str("NaN");
-        return;
-    }
-    if v.is_infinite() {
-        out.push_str(if v > 0.0 { "Infinity" } else { "-Infinity" });
-        return;
-    }
-    let a = v.abs();
-    if a == 0.0 || (1e-3..1e7).contains(&a) {
-        let s = shortest();
-        out.push_str(&s);
-        if !s.contains('.') {
-            out.push_str(".0");
-        }
-    } else {
-        let s = sci();
-        match s.split_once('E') {
-            Some((m, e)) if !m.contains('.') => {
-                out.push_str(m);
-                out.push_str(".0E");
-                out.push_str(e);
-            }
-            _ => out.push_str(&s),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,18 +212,5 @@ mod tests {
             "%Y-%m-%d %H:%M:%S.%3f"
         );
         assert_eq!(java_pattern_to_chrono("yyyyMMdd'T'HH"), "%Y%m%dT%H");
-    }
-
-    #[test]
-    fn floats_print_as_java() {
-        let f = |v: f32| {
-            let mut s = String::new();
-            java_float(v as f64, || v.to_string(), || format!("{v:E}"), &mut s);
-            s
-        };
-        assert_eq!(f(2.4798444E38), "2.4798444E38");
-        assert_eq!(f(1.0), "1.0");
-        assert_eq!(f(1e7), "1.0E7");
-        assert_eq!(f(0.5), "0.5");
     }
 }

@@ -80,11 +80,11 @@ impl SourceFactory for LinesFactory {
     fn options(&self) -> &'static [OptionSpec] {
         &[]
     }
-    fn create(&self, o: &mut Options, _job: &JobContext) -> Result<Arc<dyn Source>> {
+    fn create(&self, o: &mut Options, _job: &JobContext) -> Result<Box<dyn Source>> {
         let addr = o
             .string("addr")?
             .ok_or_else(|| FerryError::config("addr is required"))?;
-        Ok(Arc::new(Lines { addr }))
+        Ok(Box::new(Lines { addr }))
     }
 }
 

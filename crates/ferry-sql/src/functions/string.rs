@@ -633,51 +633,26 @@ impl RegexCache {
     }
 }
 
-/// Java's replacement syntax (`$1`, `\$`) in the regex crate's (`${1}`, `$$`).
-fn java_replacement(r: &str) -> String {
-    let mut out = String::with_capacity(r.len() + 4);
-    let mut it = r.chars().peekable();
-    while let Some(c) = it.next() {
-        match c {
-            '\\' => match it.next() {
-                Some('$') => out.push_str("$$"),
-                Some(x) => out.push(x),
-                None => {}
-            },
-            '$' => {
-                let mut digits = String::new();
-                while let Some(d) = it.peek().filter(|d| d.is_ascii_digit()) {
-                    digits.push(*d);
-                    it.next();
-                }
-                if digits.is_empty() {
-                    out.push_str("$$");
-                } else {
-                    let _ = write!(out, "${{{digits}}}");
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
 fn regexp_replace(a: &Args, _: &DataType) -> DFResult<ArrayRef> {
     let (s, p, r) = (a.str(0)?, a.str(1)?, a.str(2)?);
     let mode = if a.len() > 3 { Some(a.str(3)?) } else { None };
     let mut cache = RegexCache::new("regexp_replace");
-    let mut repl_key: Option<String> = None;
+    // The translated replacement, for the replacement text and group count it was made for.
+    let mut repl_key: Option<(String, usize)> = None;
     let mut repl = String::new();
     str_out(a.rows, |i, buf| {
         let Some(v) = s.get(i) else { return Ok(false) };
         let (Some(pat), Some(rep)) = (p.get(i), r.get(i)) else {
             return Ok(false);
         };
-        if repl_key.as_deref() != Some(rep) {
-            repl = java_replacement(rep);
-            repl_key = Some(rep.to_string());
-        }
         let re = cache.get(pat, mode.as_ref().and_then(|m| m.get(i)))?;
+        let groups = re.captures_len() - 1;
+        if !matches!(&repl_key, Some((r, g)) if r == rep && *g == groups) {
+            // Java's Matcher.replaceAll syntax; a bad reference fails as Java's does.
+            repl = ferry_api::javatext::regex_replacement(rep, groups)
+                .map_err(|e| fn_error("regexp_replace", format!("{e}, in replacement '{rep}'")))?;
+            repl_key = Some((rep.to_string(), groups));
+        }
         buf.push_str(&re.replace_all(v, repl.as_str()));
         Ok(true)
     })

@@ -392,7 +392,7 @@ impl JsonPathPlan {
         }
         let placement = Placement::new(&table.schema, outputs);
         Ok(JsonPathPlan {
-            output: TableSchema::new(table.name.clone(), placement.schema.clone()),
+            output: table.derive(table.name.clone(), placement.schema.clone()),
             placement,
             sources,
             extractions,

@@ -3,8 +3,9 @@
 //! `12:34` for a `LocalTime` without seconds, `[1, 2]` for arrays and nested rows, signed
 //! bytes for `bytes`, and JSON (`{"k":"v"}`) for maps, as the Console sink does.
 //!
-//! The Console sink formats whole columns at once ([`append_column`]); the Assert sink
-//! uses [`write_value`] for the text length rules.
+//! The one home of these rules: the Console sink formats whole columns at once
+//! ([`append_column`]), the Assert sink uses [`write_value`] for its text length rules,
+//! LocalFile writes floats and dates with them, and the Sql transform casts to text with them.
 
 use std::fmt::Write;
 
@@ -15,6 +16,7 @@ use arrow::datatypes::{
     UInt32Type, UInt64Type, UInt8Type,
 };
 use base64::Engine;
+use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 const UNIX_EPOCH_DAY_CE: i32 = 719_163;
@@ -75,7 +77,7 @@ pub fn append_column(array: &dyn Array, lines: &mut [String]) {
         DataType::Decimal128(_, s) => {
             let scale = *s;
             each!(array.as_primitive::<Decimal128Type>(), |out, v| {
-                write_big_decimal(out, v, scale)
+                write_big_decimal(out, v, scale as i32)
             })
         }
         DataType::Date32 => each!(array.as_primitive::<Date32Type>(), |out, v| {
@@ -127,9 +129,11 @@ pub fn write_value(out: &mut String, array: &dyn Array, i: usize) {
         DataType::Utf8 => out.push_str(array.as_string::<i32>().value(i)),
         DataType::LargeUtf8 => out.push_str(array.as_string::<i64>().value(i)),
         DataType::Utf8View => out.push_str(array.as_string_view().value(i)),
-        DataType::Decimal128(_, s) => {
-            write_big_decimal(out, array.as_primitive::<Decimal128Type>().value(i), *s)
-        }
+        DataType::Decimal128(_, s) => write_big_decimal(
+            out,
+            array.as_primitive::<Decimal128Type>().value(i),
+            *s as i32,
+        ),
         DataType::Date32 => write_local_date(out, array.as_primitive::<Date32Type>().value(i)),
         DataType::Time64(TimeUnit::Microsecond) => {
             write_local_time(out, array.as_primitive::<Time64MicrosecondType>().value(i))
@@ -308,167 +312,330 @@ pub fn write_json_str(out: &mut String, s: &str) {
 }
 
 /// Appends a `float` as Java's `Float.toString` does (`3.1`, `1.0`, `1.0E10`).
-pub fn write_java_f32(out: &mut String, v: f32) {
-    if v.is_nan() || v.is_infinite() || v == 0.0 {
-        write_java_special(out, v.is_nan(), v.is_sign_negative(), v.is_infinite());
-    } else {
-        // `{:e}` gives the shortest digits that read back as the same f32, as Java does.
-        let mut buf = StackBuf::new();
-        let _ = write!(buf, "{v:e}");
-        write_java_sci(out, buf.as_str());
+pub fn write_java_f32(out: &mut impl Write, v: f32) {
+    if special(
+        v.is_nan(),
+        v.is_infinite(),
+        v == 0.0,
+        v.is_sign_negative(),
+        out,
+    ) {
+        return;
     }
+    let mut buf = StackBuf::new();
+    float_sci(v, &mut buf);
+    java_layout(buf.as_str(), out);
 }
 
-/// Appends a `double` as Java's `Double.toString` does (`9.33333`, `1.0E-5`).
-pub fn write_java_f64(out: &mut String, v: f64) {
-    if v.is_nan() || v.is_infinite() || v == 0.0 {
-        write_java_special(out, v.is_nan(), v.is_sign_negative(), v.is_infinite());
-    } else {
-        let mut buf = StackBuf::new();
-        let _ = write!(buf, "{v:e}");
-        write_java_sci(out, buf.as_str());
+/// Appends a `double` as Java's `Double.toString` does: the shortest decimal that reads
+/// back as the value, plain for 10^-3 <= |v| < 10^7 (`9.33333`, `100.0`), else `1.0E-5`.
+pub fn write_java_f64(out: &mut impl Write, v: f64) {
+    if special(
+        v.is_nan(),
+        v.is_infinite(),
+        v == 0.0,
+        v.is_sign_negative(),
+        out,
+    ) {
+        return;
     }
+    let mut buf = StackBuf::new();
+    double_sci(v, &mut buf);
+    java_layout(buf.as_str(), out);
 }
 
-fn write_java_special(out: &mut String, nan: bool, negative: bool, infinite: bool) {
-    out.push_str(match (nan, negative, infinite) {
-        (true, _, _) => "NaN",
-        (false, true, true) => "-Infinity",
-        (false, false, true) => "Infinity",
-        (false, true, false) => "-0.0",
-        (false, false, false) => "0.0",
-    });
+/// The digits `Double.toString` picks for a finite, non-zero `d`, in Rust's `{:e}` form
+/// (`1.25e-7`), written to `out` (cleared first when it is a `String`).
+pub fn double_sci(d: f64, out: &mut impl Write) {
+    let mut buf = StackBuf::new();
+    let _ = write!(buf, "{d:e}");
+    if !buf.as_str().contains('.') {
+        // One digit is enough; Java then picks the closest decimal of two digits, which
+        // differs from it only for the smallest subnormals (4.9E-324, not 5.0E-324).
+        buf.len = 0;
+        let _ = write!(buf, "{d:.1e}");
+    }
+    let _ = out.write_str(buf.as_str());
 }
 
-/// Rewrites Rust's shortest scientific form (`-1.234e-5`) in Java's layout: plain
-/// decimals for 10^-3 ≤ |v| < 10^7, `d.dddEn` otherwise, always a digit after the point.
-fn write_java_sci(out: &mut String, sci: &str) {
+/// The digits `Float.toString` picks for a finite, non-zero `f`, in Rust's `{:e}` form.
+pub fn float_sci(f: f32, out: &mut impl Write) {
+    let mut buf = StackBuf::new();
+    let _ = write!(buf, "{f:e}");
+    if !buf.as_str().contains('.') {
+        buf.len = 0;
+        let _ = write!(buf, "{f:.1e}");
+    }
+    let _ = out.write_str(buf.as_str());
+}
+
+fn special(nan: bool, inf: bool, zero: bool, neg: bool, out: &mut impl Write) -> bool {
+    let s = match (nan, inf, zero, neg) {
+        (true, ..) => "NaN",
+        (false, true, _, true) => "-Infinity",
+        (false, true, _, false) => "Infinity",
+        (false, false, true, true) => "-0.0",
+        (false, false, true, false) => "0.0",
+        _ => return false,
+    };
+    let _ = out.write_str(s);
+    true
+}
+
+/// The sign, significant digits (no trailing zeros) and decimal exponent of Rust's `{:e}`
+/// text: `-1.25e-7` → (true, "125", -7).
+pub fn sci_parts(sci: &str) -> (bool, String, i32) {
+    let (neg, rest) = match sci.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, sci),
+    };
+    let (mant, exp) = rest.split_once('e').unwrap_or((rest, "0"));
+    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    // Rust's `{:.1e}` may leave a trailing zero (`5.0e0`): Java keeps it only as the one
+    // required fraction digit, which the layout adds back.
+    let trimmed = digits.trim_end_matches('0');
+    let digits = if trimmed.is_empty() { "0" } else { trimmed }.to_string();
+    (neg, digits, exp.parse().unwrap_or(0))
+}
+
+/// Java's layout of a double's digits: plain within [10^-3, 10^7), else scientific.
+fn java_layout(sci: &str, out: &mut impl Write) {
     let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    let (negative, mantissa) = match mantissa.strip_prefix('-') {
+    let (neg, mantissa) = match mantissa.strip_prefix('-') {
         Some(m) => (true, m),
         None => (false, mantissa),
     };
-    let (first, rest) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if negative {
-        out.push('-');
+    // The significant digits without the point and without trailing zeros, on the stack.
+    let mut digits = StackBuf::new();
+    for c in mantissa.chars().filter(|c| *c != '.') {
+        let _ = digits.write_char(c);
+    }
+    let d = {
+        let t = digits.as_str().trim_end_matches('0');
+        if t.is_empty() {
+            "0"
+        } else {
+            t
+        }
+    };
+    if neg {
+        let _ = out.write_char('-');
     }
     if (-3..7).contains(&exp) {
         if exp >= 0 {
-            // Digits before the point: the first, then `exp` more (padded with zeros).
-            let e = exp as usize;
-            out.push_str(first);
-            let take = rest.len().min(e);
-            out.push_str(&rest[..take]);
-            for _ in take..e {
-                out.push('0');
-            }
-            out.push('.');
-            if rest.len() > e {
-                out.push_str(&rest[e..]);
+            let int_len = exp as usize + 1;
+            if d.len() <= int_len {
+                let _ = out.write_str(d);
+                for _ in d.len()..int_len {
+                    let _ = out.write_char('0');
+                }
+                let _ = out.write_str(".0");
             } else {
-                out.push('0');
+                let _ = out.write_str(&d[..int_len]);
+                let _ = out.write_char('.');
+                let _ = out.write_str(&d[int_len..]);
             }
         } else {
-            out.push_str("0.");
+            let _ = out.write_str("0.");
             for _ in 0..(-exp - 1) {
-                out.push('0');
+                let _ = out.write_char('0');
             }
-            out.push_str(first);
-            out.push_str(rest);
+            let _ = out.write_str(d);
         }
     } else {
-        out.push_str(first);
-        out.push('.');
-        out.push_str(if rest.is_empty() { "0" } else { rest });
+        let _ = out.write_str(&d[..1]);
+        let _ = out.write_char('.');
+        let _ = out.write_str(if d.len() > 1 { &d[1..] } else { "0" });
         let _ = write!(out, "E{exp}");
     }
 }
 
-/// Appends an unscaled decimal as Java's `BigDecimal.toString` does: plain when the
-/// exponent is small (`99999.99999999`), scientific otherwise (`0E-8`, `1.5E-7`).
-pub fn write_big_decimal(out: &mut String, unscaled: i128, scale: i8) {
-    let mut digits = StackBuf::new();
-    let _ = write!(digits, "{}", unscaled.unsigned_abs());
-    let coeff = digits.as_str();
-    let scale = scale as i64;
-    let adjusted = -scale + (coeff.len() as i64 - 1);
+/// Appends `unscaled × 10^-scale` as Java's `BigDecimal.toString` does: plain unless the
+/// scale is negative or the number is below 10^-6 (`99999.99999999`, `0E-8`, `1.5E+3`).
+pub fn write_big_decimal(out: &mut impl Write, unscaled: i128, scale: i32) {
+    let mut buf = StackBuf::new();
+    let _ = write!(buf, "{}", unscaled.unsigned_abs());
+    let digits = buf.as_str();
+    let len = digits.len() as i64;
+    let adjusted = -(scale as i64) + (len - 1);
     if unscaled < 0 {
-        out.push('-');
+        let _ = out.write_char('-');
     }
     if scale >= 0 && adjusted >= -6 {
         let s = scale as usize;
         if s == 0 {
-            out.push_str(coeff);
-        } else if coeff.len() > s {
-            out.push_str(&coeff[..coeff.len() - s]);
-            out.push('.');
-            out.push_str(&coeff[coeff.len() - s..]);
+            let _ = out.write_str(digits);
+        } else if digits.len() > s {
+            let (i, f) = digits.split_at(digits.len() - s);
+            let _ = write!(out, "{i}.{f}");
         } else {
-            out.push_str("0.");
-            for _ in coeff.len()..s {
-                out.push('0');
+            let _ = out.write_str("0.");
+            for _ in digits.len()..s {
+                let _ = out.write_char('0');
             }
-            out.push_str(coeff);
+            let _ = out.write_str(digits);
         }
     } else {
-        out.push_str(&coeff[..1]);
-        if coeff.len() > 1 {
-            out.push('.');
-            out.push_str(&coeff[1..]);
+        let _ = out.write_str(&digits[..1]);
+        if digits.len() > 1 {
+            let _ = write!(out, ".{}", &digits[1..]);
         }
-        out.push('E');
-        if adjusted >= 0 {
-            out.push('+');
-        }
-        push_display(out, adjusted);
+        let _ = write!(out, "E{}{adjusted}", if adjusted >= 0 { "+" } else { "" });
     }
 }
 
-/// Appends days since 1970-01-01 as `LocalDate.toString` (`2012-12-21`).
-pub fn write_local_date(out: &mut String, days: i32) {
+/// Appends a date as `LocalDate.toString()`: `2024-01-02`, years outside 0..=9999 signed
+/// (`+10000`, `-0001`).
+pub fn write_date(out: &mut impl Write, d: NaiveDate) {
+    let y = d.year();
+    if y.unsigned_abs() < 1000 {
+        let _ = write!(
+            out,
+            "{}{:04}",
+            if y < 0 { "-" } else { "" },
+            y.unsigned_abs()
+        );
+    } else if y > 9999 {
+        let _ = write!(out, "+{y}");
+    } else {
+        let _ = write!(out, "{y}");
+    }
+    let _ = write!(out, "-{:02}-{:02}", d.month(), d.day());
+}
+
+/// Appends a time as `LocalTime.toString()`: `10:15`, `10:15:30`, `10:15:30.120`,
+/// `10:15:30.123456`.
+pub fn write_time(out: &mut impl Write, t: NaiveTime) {
+    let _ = write!(out, "{:02}:{:02}", t.hour(), t.minute());
+    let (s, nanos) = (t.second(), t.nanosecond());
+    if s > 0 || nanos > 0 {
+        let _ = write!(out, ":{s:02}");
+        if nanos > 0 {
+            if nanos % 1_000_000 == 0 {
+                let _ = write!(out, ".{:03}", nanos / 1_000_000);
+            } else if nanos % 1000 == 0 {
+                let _ = write!(out, ".{:06}", nanos / 1000);
+            } else {
+                let _ = write!(out, ".{nanos:09}");
+            }
+        }
+    }
+}
+
+/// Appends a date-time as `LocalDateTime.toString()`: date `T` time.
+pub fn write_datetime(out: &mut impl Write, dt: NaiveDateTime) {
+    write_date(out, dt.date());
+    let _ = out.write_char('T');
+    write_time(out, dt.time());
+}
+
+/// Appends days since 1970-01-01 as `LocalDate.toString` (`2012-12-21`); a day outside
+/// chrono's range as its number.
+pub fn write_local_date(out: &mut impl Write, days: i32) {
     match days
         .checked_add(UNIX_EPOCH_DAY_CE)
-        .and_then(chrono::NaiveDate::from_num_days_from_ce_opt)
+        .and_then(NaiveDate::from_num_days_from_ce_opt)
     {
-        Some(d) => push_display(out, d),
-        None => push_display(out, days),
+        Some(d) => write_date(out, d),
+        None => {
+            let _ = write!(out, "{days}");
+        }
     }
 }
 
-/// Appends microseconds since midnight as `LocalTime.toString` (`12:34`, `12:34:56`,
-/// `12:34:56.500`, `12:34:56.000001`).
-pub fn write_local_time(out: &mut String, micros: i64) {
+/// Appends microseconds since midnight as `LocalTime.toString`.
+pub fn write_local_time(out: &mut impl Write, micros: i64) {
     let micros = micros.rem_euclid(MICROS_PER_DAY);
-    let secs = micros / 1_000_000;
-    let frac = micros % 1_000_000;
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    let _ = write!(out, "{h:02}:{m:02}");
-    if s > 0 || frac > 0 {
-        let _ = write!(out, ":{s:02}");
-        if frac > 0 {
-            if frac % 1000 == 0 {
-                let _ = write!(out, ".{:03}", frac / 1000);
-            } else {
-                let _ = write!(out, ".{frac:06}");
-            }
+    let secs = (micros / 1_000_000) as u32;
+    let nanos = (micros % 1_000_000) as u32 * 1000;
+    match NaiveTime::from_num_seconds_from_midnight_opt(secs, nanos) {
+        Some(t) => write_time(out, t),
+        None => {
+            let _ = write!(out, "{micros}");
         }
     }
 }
 
 /// Appends microseconds since the epoch as `LocalDateTime.toString`
 /// (`2012-12-21T12:34:56`), with `Z` for a zoned timestamp (`OffsetDateTime` in UTC).
-pub fn write_local_date_time(out: &mut String, micros: i64, zoned: bool) {
+pub fn write_local_date_time(out: &mut impl Write, micros: i64, zoned: bool) {
     let days = micros.div_euclid(MICROS_PER_DAY);
     match i32::try_from(days) {
         Ok(d) => write_local_date(out, d),
-        Err(_) => push_display(out, days),
+        Err(_) => {
+            let _ = write!(out, "{days}");
+        }
     }
-    out.push('T');
+    let _ = out.write_char('T');
     write_local_time(out, micros.rem_euclid(MICROS_PER_DAY));
     if zoned {
-        out.push('Z');
+        let _ = out.write_char('Z');
     }
+}
+
+/// Converts a Java `Matcher.replaceAll` replacement (used by the Replace transform and
+/// Sql's REGEXP_REPLACE) (`$1`, `${name}`, `\$` for a literal)
+/// into the `regex` crate's syntax (`${1}`, `${name}`, `$$`). `groups` is the number of
+/// capture groups, which decides how many digits a Java group reference takes.
+pub fn regex_replacement(replacement: &str, groups: usize) -> std::result::Result<String, String> {
+    let chars: Vec<char> = replacement.chars().collect();
+    let mut out = String::with_capacity(replacement.len() + 4);
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => {
+                let Some(&c) = chars.get(i + 1) else {
+                    return Err(
+                        "character to be escaped is missing at the end of the replacement".into(),
+                    );
+                };
+                if c == '$' {
+                    out.push_str("$$");
+                } else {
+                    out.push(c);
+                }
+                i += 2;
+            }
+            '$' => {
+                i += 1;
+                match chars.get(i) {
+                    Some('{') => {
+                        let end = chars[i..].iter().position(|&c| c == '}').ok_or("named group reference is missing '}'")?;
+                        let name: String = chars[i + 1..i + end].iter().collect();
+                        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric()) {
+                            return Err(format!("invalid named group reference '${{{name}}}'"));
+                        }
+                        out.push_str(&format!("${{{name}}}"));
+                        i += end + 1;
+                    }
+                    Some(c) if c.is_ascii_digit() => {
+                        // Java takes further digits only while the number stays a valid group.
+                        let mut n = c.to_digit(10).unwrap_or(0) as usize;
+                        i += 1;
+                        while let Some(d) = chars.get(i).and_then(|c| c.to_digit(10)) {
+                            let next = n * 10 + d as usize;
+                            if next > groups {
+                                break;
+                            }
+                            n = next;
+                            i += 1;
+                        }
+                        if n > groups {
+                            return Err(format!("no group {n} in the pattern"));
+                        }
+                        out.push_str(&format!("${{{n}}}"));
+                    }
+                    _ => return Err("illegal group reference: '$' must be followed by a group number or {name} (write \\$ for a literal $)".into()),
+                }
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A small fixed buffer for number text, so that formatting allocates nothing.
@@ -504,9 +671,9 @@ impl Write for StackBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::parse_type;
+    use crate::value::json_to_array;
     use arrow::array::ArrayRef;
-    use ferry_api::types::parse_type;
-    use ferry_api::value::json_to_array;
     use serde_json::{json, Value};
 
     fn f32s(v: f32) -> String {
@@ -521,7 +688,7 @@ mod tests {
     }
     fn dec(v: i128, scale: i8) -> String {
         let mut s = String::new();
-        write_big_decimal(&mut s, v, scale);
+        write_big_decimal(&mut s, v, scale as i32);
         s
     }
     fn column(t: &str, values: &[Value]) -> ArrayRef {
@@ -547,6 +714,8 @@ mod tests {
         assert_eq!(f32s(1.0), "1.0");
         assert_eq!(f32s(-42.5), "-42.5");
         assert_eq!(f32s(1e10), "1.0E10");
+        assert_eq!(f32s(2.4798444E38), "2.4798444E38");
+        assert_eq!(f32s(1e7), "1.0E7");
         assert_eq!(f32s(0.0), "0.0");
         assert_eq!(f64s(9.33333), "9.33333");
         assert_eq!(f64s(1234567.0), "1234567.0");
@@ -675,5 +844,129 @@ mod tests {
         let mut s = String::new();
         write_json_str(&mut s, "a\"b\\c\nd\u{1}");
         assert_eq!(s, r#""a\"b\\c\nd\u0001""#);
+    }
+
+    fn d(v: f64) -> String {
+        f64s(v)
+    }
+
+    fn f(v: f32) -> String {
+        f32s(v)
+    }
+
+    fn sdec(v: i128, scale: i32) -> String {
+        let mut s = String::new();
+        write_big_decimal(&mut s, v, scale);
+        s
+    }
+
+    #[test]
+    fn doubles_as_java_double_to_string() {
+        // Expected values as Java 17+ prints them (Double.toString).
+        let cases = [
+            (100.0, "100.0"),
+            (1.0, "1.0"),
+            (-2.5, "-2.5"),
+            (0.1, "0.1"),
+            (0.001, "0.001"),
+            (0.0001, "1.0E-4"),
+            (1.0e-5, "1.0E-5"),
+            (1.25e-5, "1.25E-5"),
+            (9_999_999.0, "9999999.0"),
+            (1.0e7, "1.0E7"),
+            (12_345_678.9, "1.23456789E7"),
+            (1.0e10, "1.0E10"),
+            (-1.0e10, "-1.0E10"),
+            (1.0e21, "1.0E21"),
+            (1.0e-300, "1.0E-300"),
+            (123.456, "123.456"),
+            (0.30000000000000004, "0.30000000000000004"),
+            (1.7976931348623157e308, "1.7976931348623157E308"),
+            (4.9e-324, "4.9E-324"),
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+            (2.0 / 3.0, "0.6666666666666666"),
+            (1234567.0, "1234567.0"),
+            (0.00123, "0.00123"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(d(v), want, "{v:e}");
+        }
+    }
+
+    #[test]
+    fn floats_as_java_float_to_string() {
+        let cases = [
+            (1.5f32, "1.5"),
+            (0.1f32, "0.1"),
+            (100.0f32, "100.0"),
+            (1.0e10f32, "1.0E10"),
+            (3.4028235e38f32, "3.4028235E38"),
+            (1.0e-5f32, "1.0E-5"),
+            (1.4e-45f32, "1.4E-45"),
+            (16_777_216.0f32, "1.6777216E7"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(f(v), want, "{v:e}");
+        }
+    }
+
+    #[test]
+    fn decimals_as_big_decimal_to_string() {
+        assert_eq!(sdec(1235, 2), "12.35");
+        assert_eq!(sdec(-5, 2), "-0.05");
+        assert_eq!(sdec(0, 2), "0.00");
+        assert_eq!(sdec(7, 0), "7");
+        assert_eq!(sdec(1, 6), "0.000001");
+        assert_eq!(sdec(1, 7), "1E-7");
+        assert_eq!(sdec(-15, 8), "-1.5E-7");
+        assert_eq!(sdec(15, -2), "1.5E+3");
+    }
+
+    #[test]
+    fn dates_and_times_as_java_time() {
+        let t = |h, m, s, n| {
+            let mut o = String::new();
+            write_time(
+                &mut o,
+                NaiveTime::from_hms_nano_opt(h, m, s, n).unwrap_or_default(),
+            );
+            o
+        };
+        assert_eq!(t(10, 15, 0, 0), "10:15");
+        assert_eq!(t(10, 15, 30, 0), "10:15:30");
+        assert_eq!(t(10, 15, 0, 120_000_000), "10:15:00.120");
+        assert_eq!(t(0, 0, 1, 123_456_000), "00:00:01.123456");
+        assert_eq!(t(0, 0, 1, 123_456_789), "00:00:01.123456789");
+        let day = |y, m, d| {
+            let mut o = String::new();
+            write_date(&mut o, NaiveDate::from_ymd_opt(y, m, d).unwrap_or_default());
+            o
+        };
+        assert_eq!(day(2024, 1, 2), "2024-01-02");
+        assert_eq!(day(5, 1, 2), "0005-01-02");
+        assert_eq!(day(-1, 1, 2), "-0001-01-02");
+        assert_eq!(day(12345, 1, 2), "+12345-01-02");
+    }
+
+    #[test]
+    fn java_regex_replacement_syntax_is_translated() {
+        assert_eq!(regex_replacement("b", 0).unwrap(), "b");
+        assert_eq!(regex_replacement("<$1>", 1).unwrap(), "<${1}>");
+        // `$12` with one group is group 1 followed by a literal 2, as in Java.
+        assert_eq!(regex_replacement("$12", 1).unwrap(), "${1}2");
+        assert_eq!(regex_replacement("$12", 12).unwrap(), "${12}");
+        assert_eq!(regex_replacement("${word}", 1).unwrap(), "${word}");
+        assert_eq!(regex_replacement(r"\$5 \\", 0).unwrap(), r"$$5 \");
+        assert!(regex_replacement("$", 0)
+            .unwrap_err()
+            .contains("illegal group reference"));
+        assert!(regex_replacement("$2", 1)
+            .unwrap_err()
+            .contains("no group 2"));
+        assert!(regex_replacement("a\\", 0).unwrap_err().contains("escaped"));
     }
 }
