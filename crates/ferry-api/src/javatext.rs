@@ -311,60 +311,76 @@ pub fn write_json_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// A float type Java prints: `f32` (`Float.toString`) or `f64` (`Double.toString`).
+pub trait JavaFloat: Copy + std::fmt::LowerExp + PartialEq {
+    /// Zero of the type.
+    const ZERO: Self;
+    /// Whether it is NaN.
+    fn nan(self) -> bool;
+    /// Whether it is infinite.
+    fn infinite(self) -> bool;
+    /// Whether the sign bit is set.
+    fn negative(self) -> bool;
+}
+
+impl JavaFloat for f32 {
+    const ZERO: Self = 0.0;
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+    fn infinite(self) -> bool {
+        self.is_infinite()
+    }
+    fn negative(self) -> bool {
+        self.is_sign_negative()
+    }
+}
+
+impl JavaFloat for f64 {
+    const ZERO: Self = 0.0;
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+    fn infinite(self) -> bool {
+        self.is_infinite()
+    }
+    fn negative(self) -> bool {
+        self.is_sign_negative()
+    }
+}
+
+/// Appends a float as Java's `Float.toString` / `Double.toString` does: the shortest
+/// decimal that reads back as the value in its own type, plain for 10^-3 <= |v| < 10^7
+/// (`3.1`, `9.33333`, `100.0`), else `1.0E10`, `1.0E-5`.
+pub fn write_java_float<F: JavaFloat>(out: &mut impl Write, v: F) {
+    if special(v.nan(), v.infinite(), v == F::ZERO, v.negative(), out) {
+        return;
+    }
+    let mut buf = StackBuf::new();
+    java_sci(v, &mut buf);
+    java_layout(buf.as_str(), out);
+}
+
 /// Appends a `float` as Java's `Float.toString` does (`3.1`, `1.0`, `1.0E10`).
 pub fn write_java_f32(out: &mut impl Write, v: f32) {
-    if special(
-        v.is_nan(),
-        v.is_infinite(),
-        v == 0.0,
-        v.is_sign_negative(),
-        out,
-    ) {
-        return;
-    }
-    let mut buf = StackBuf::new();
-    float_sci(v, &mut buf);
-    java_layout(buf.as_str(), out);
+    write_java_float(out, v)
 }
 
-/// Appends a `double` as Java's `Double.toString` does: the shortest decimal that reads
-/// back as the value, plain for 10^-3 <= |v| < 10^7 (`9.33333`, `100.0`), else `1.0E-5`.
+/// Appends a `double` as Java's `Double.toString` does (`9.33333`, `1.0E-5`).
 pub fn write_java_f64(out: &mut impl Write, v: f64) {
-    if special(
-        v.is_nan(),
-        v.is_infinite(),
-        v == 0.0,
-        v.is_sign_negative(),
-        out,
-    ) {
-        return;
-    }
-    let mut buf = StackBuf::new();
-    double_sci(v, &mut buf);
-    java_layout(buf.as_str(), out);
+    write_java_float(out, v)
 }
 
-/// The digits `Double.toString` picks for a finite, non-zero `d`, in Rust's `{:e}` form
-/// (`1.25e-7`), written to `out` (cleared first when it is a `String`).
-pub fn double_sci(d: f64, out: &mut impl Write) {
+/// The digits Java's `toString` picks for a finite, non-zero float, in Rust's `{:e}` form
+/// (`1.25e-7`), appended to `out`.
+pub fn java_sci<F: JavaFloat>(v: F, out: &mut impl Write) {
     let mut buf = StackBuf::new();
-    let _ = write!(buf, "{d:e}");
+    let _ = write!(buf, "{v:e}");
     if !buf.as_str().contains('.') {
         // One digit is enough; Java then picks the closest decimal of two digits, which
         // differs from it only for the smallest subnormals (4.9E-324, not 5.0E-324).
         buf.len = 0;
-        let _ = write!(buf, "{d:.1e}");
-    }
-    let _ = out.write_str(buf.as_str());
-}
-
-/// The digits `Float.toString` picks for a finite, non-zero `f`, in Rust's `{:e}` form.
-pub fn float_sci(f: f32, out: &mut impl Write) {
-    let mut buf = StackBuf::new();
-    let _ = write!(buf, "{f:e}");
-    if !buf.as_str().contains('.') {
-        buf.len = 0;
-        let _ = write!(buf, "{f:.1e}");
+        let _ = write!(buf, "{v:.1e}");
     }
     let _ = out.write_str(buf.as_str());
 }

@@ -23,6 +23,7 @@
 pub mod catalog;
 pub mod connector;
 pub mod data;
+pub mod declare;
 pub mod error;
 pub mod io;
 pub mod javatext;

@@ -488,13 +488,21 @@ fn connectors(name: Option<&str>) -> Result<ExitCode, FerryError> {
                     "OPTION", "TYPE", "REQUIRED", "DEFAULT"
                 );
                 for o in opts {
+                    // Declared defaults are Rust literals (`"json"`), descriptions doc
+                    // comments that may span lines: shown as one line of plain text.
+                    let default = o.default.map_or("-", |d| d.trim_matches('"'));
+                    let description = o
+                        .description
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ");
                     println!(
                         "{:<32} {:<24} {:<9} {:<12} {}",
                         o.name,
                         o.kind.describe(),
                         if o.required { "yes" } else { "no" },
-                        o.default.unwrap_or("-"),
-                        o.description
+                        default,
+                        description
                     );
                 }
                 println!();

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ferry_api::{
-    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, Sink,
-    SinkCommitter, SinkDelivery, SinkFactory, SinkWriter, TableSchema, WriterContext,
+    ChangeBatch, FerryError, JobContext, OptionSpec, Options, Result, Sink, SinkCommitter,
+    SinkDelivery, SinkFactory, SinkWriter, TableSchema, WriterContext,
 };
 use serde_json::{json, Map, Value};
 
@@ -23,12 +23,13 @@ pub fn total_rows() -> u64 {
     TOTAL_ROWS.load(Ordering::Relaxed)
 }
 
-const SPECS: &[OptionSpec] = &[OptionSpec::optional(
-    "multi_table_sink_replica",
-    OptionKind::Int,
-    Some("1"),
-    "Accepted for compatibility with SeaTunnel sinks; has no effect.",
-)];
+ferry_api::declare_options! {
+    /// The `Blackhole` sink's options.
+    struct BlackholeOptions => SPECS {
+        /// Accepted for compatibility with SeaTunnel sinks; has no effect.
+        _replica: i64 = "multi_table_sink_replica", default 1;
+    }
+}
 
 /// Creates `Blackhole` sinks.
 #[derive(Debug, Clone, Copy, Default)]
@@ -53,7 +54,7 @@ impl SinkFactory for BlackholeSinkFactory {
         _input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Sink>> {
-        options.i64("multi_table_sink_replica")?;
+        BlackholeOptions::read(options)?;
         options.finish(SPECS)?;
         Ok(Arc::new(BlackholeSink))
     }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_api::{
-    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, RowKind, Sink,
-    SinkDelivery, SinkFactory, SinkWriter, TableSchema, WriterContext,
+    ChangeBatch, FerryError, JobContext, OptionSpec, Options, Result, RowKind, Sink, SinkDelivery,
+    SinkFactory, SinkWriter, TableSchema, WriterContext,
 };
 use serde_json::Value;
 
@@ -15,21 +15,18 @@ use ferry_api::javatext::append_column;
 
 const COMPONENT: &str = "Console";
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional("log.print.data", OptionKind::Bool, Some("true"), "Whether rows are printed at all."),
-    OptionSpec::optional(
-        "log.print.delay.ms",
-        OptionKind::Int,
-        Some("0"),
-        "Pause after each row, in milliseconds (rows are then printed one by one).",
-    ),
-    OptionSpec::optional(
-        "multi_table_sink_replica",
-        OptionKind::Int,
-        Some("1"),
-        "SeaTunnel's writer replicas per table; accepted for compatibility, Ferry uses the sink's parallelism.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `Console` sink's options.
+    struct ConsoleOptions => SPECS {
+        /// Whether rows are printed at all.
+        print: bool = "log.print.data", default true;
+        /// Pause after each row, in milliseconds (rows are then printed one by one).
+        delay_ms: u64 = "log.print.delay.ms", default 0;
+        /// SeaTunnel's writer replicas per table; accepted for compatibility, Ferry uses the
+        /// sink's parallelism.
+        _replica: i64 = "multi_table_sink_replica", default 1;
+    }
+}
 
 /// Creates `Console` sinks.
 #[derive(Debug, Clone, Copy, Default)]
@@ -54,19 +51,11 @@ impl SinkFactory for ConsoleSinkFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Sink>> {
-        let print = options.bool("log.print.data")?.unwrap_or(true);
-        let delay_ms = options.i64("log.print.delay.ms")?.unwrap_or(0);
-        if delay_ms < 0 {
-            return Err(options.error(
-                "log.print.delay.ms",
-                format!("must not be negative, found {delay_ms}"),
-            ));
-        }
-        options.i64("multi_table_sink_replica")?;
+        let o = ConsoleOptions::read(options)?;
         options.finish(SPECS)?;
         Ok(Arc::new(ConsoleSink {
-            print,
-            delay: Duration::from_millis(delay_ms as u64),
+            print: o.print,
+            delay: Duration::from_millis(o.delay_ms),
             input: input.to_vec(),
         }))
     }

@@ -23,9 +23,7 @@ use datafusion::logical_expr::{
 };
 
 use super::fn_error;
-use super::javatext::{
-    decimal_text, differs_from_arrow, double_sci, float_sci, java_text, sci_parts,
-};
+use super::javatext::{decimal_text, differs_from_arrow, java_text, sci_into, sci_parts};
 
 /// What to do with one `CAST(x AS to)` where x has type `from`.
 #[derive(Debug, PartialEq, Eq)]
@@ -412,8 +410,8 @@ fn to_decimal(arr: &ArrayRef, p: u8, s: i8) -> DFResult<ArrayRef> {
                 // The digits Java's toString gives: the shortest that read back as the
                 // double (or the float, for a float column).
                 match &f32s {
-                    Some(f) => float_sci(f.as_primitive::<Float32Type>().value(i), &mut tmp),
-                    None => double_sci(v, &mut tmp),
+                    Some(f) => sci_into(f.as_primitive::<Float32Type>().value(i), &mut tmp),
+                    None => sci_into(v, &mut tmp),
                 }
                 let d = if v == 0.0 {
                     BigDec::int(0)

@@ -132,17 +132,12 @@ pub(crate) fn datetime_of(micros: i64) -> DFResult<NaiveDateTime> {
 
 pub(crate) use ferry_api::javatext::sci_parts;
 
-/// The digits `Double.toString` picks for a finite, non-zero `d`, in Rust's `{:e}` form,
-/// in `tmp` (replacing what it held).
-pub(crate) fn double_sci(d: f64, tmp: &mut String) {
+/// The digits Java's `toString` picks for a finite, non-zero float (`Double.toString` for
+/// an `f64`, `Float.toString` for an `f32`), in Rust's `{:e}` form, in `tmp` (replacing
+/// what it held).
+pub(crate) fn sci_into<F: javatext::JavaFloat>(v: F, tmp: &mut String) {
     tmp.clear();
-    ferry_api::javatext::double_sci(d, tmp);
-}
-
-/// The digits `Float.toString` picks for a finite, non-zero `f`, in `tmp`.
-pub(crate) fn float_sci(f: f32, tmp: &mut String) {
-    tmp.clear();
-    ferry_api::javatext::float_sci(f, tmp);
+    javatext::java_sci(v, tmp);
 }
 
 /// `BigDecimal.toString()` of `unscaled × 10^-scale`.
