@@ -9,28 +9,23 @@ use std::sync::Arc;
 use arrow::array::BooleanArray;
 use arrow::buffer::BooleanBuffer;
 use ferry_api::{
-    ChangeBatch, JobContext, OptionKind, OptionSpec, Options, Result, RowKind, TableSchema,
-    Transform, TransformFactory,
+    ChangeBatch, JobContext, OptionSpec, Options, Result, RowKind, TableSchema, Transform,
+    TransformFactory,
 };
 
 use crate::common::{PerTable, TablePlan};
 
 const KIND_NAMES: &[&str] = &["INSERT", "UPDATE_BEFORE", "UPDATE_AFTER", "DELETE"];
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional(
-        "include_kinds",
-        OptionKind::List,
-        None,
-        "Row kinds to keep (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE).",
-    ),
-    OptionSpec::optional(
-        "exclude_kinds",
-        OptionKind::List,
-        None,
-        "Row kinds to drop (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE).",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `FilterRowKind` transform's options.
+    struct FilterRowKindOptions => SPECS {
+        /// Row kinds to keep (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE).
+        include: Vec<String> = "include_kinds", optional;
+        /// Row kinds to drop (INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE).
+        exclude: Vec<String> = "exclude_kinds", optional;
+    }
+}
 
 /// Factory of the `FilterRowKind` transform.
 pub struct FilterRowKindTransformFactory;
@@ -54,13 +49,10 @@ impl TransformFactory for FilterRowKindTransformFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Transform>> {
-        let include = options
-            .string_list("include_kinds")?
-            .filter(|l| !l.is_empty());
-        let exclude = options
-            .string_list("exclude_kinds")?
-            .filter(|l| !l.is_empty());
+        let o = FilterRowKindOptions::read(options)?;
         options.finish(SPECS)?;
+        let include = o.include.filter(|l| !l.is_empty());
+        let exclude = o.exclude.filter(|l| !l.is_empty());
         let (key, list, keep_listed) = match (include, exclude) {
             (Some(l), None) => ("include_kinds", l, true),
             (None, Some(l)) => ("exclude_kinds", l, false),

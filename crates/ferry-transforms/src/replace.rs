@@ -14,42 +14,28 @@ use arrow::compute::{can_cast_types, cast, cast_with_options, CastOptions};
 use arrow::datatypes::DataType;
 use ferry_api::types::type_name;
 use ferry_api::{
-    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema,
-    Transform, TransformFactory,
+    ChangeBatch, FerryError, JobContext, OptionSpec, Options, Result, TableSchema, Transform,
+    TransformFactory,
 };
 use regex::Regex;
 
 use crate::common::{compile_regex, find_field, java_replacement, PerTable, Placement, TablePlan};
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::required(
-        "replace_field",
-        OptionKind::String,
-        "The field whose text is replaced.",
-    ),
-    OptionSpec::required(
-        "pattern",
-        OptionKind::String,
-        "The text (or, with is_regex, the regular expression) to replace.",
-    ),
-    OptionSpec::required(
-        "replacement",
-        OptionKind::String,
-        "What replaces it ($1 refers to a regex group).",
-    ),
-    OptionSpec::optional(
-        "is_regex",
-        OptionKind::Bool,
-        Some("false"),
-        "Whether pattern is a regular expression.",
-    ),
-    OptionSpec::optional(
-        "replace_first",
-        OptionKind::Bool,
-        None,
-        "With is_regex: replace only the first match (required when is_regex = true).",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `Replace` transform's options.
+    struct ReplaceOptions => SPECS {
+        /// The field whose text is replaced.
+        field: String = "replace_field", required;
+        /// The text (or, with is_regex, the regular expression) to replace.
+        pattern: String = "pattern", required;
+        /// What replaces it ($1 refers to a regex group).
+        replacement: String = "replacement", required;
+        /// Whether pattern is a regular expression.
+        is_regex: bool = "is_regex", default false;
+        /// With is_regex: replace only the first match (required when is_regex = true).
+        first: bool = "replace_first", optional;
+    }
+}
 
 /// Factory of the `Replace` transform.
 pub struct ReplaceTransformFactory;
@@ -128,17 +114,14 @@ impl TransformFactory for ReplaceTransformFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Transform>> {
-        let field = options.string("replace_field")?;
-        let pattern = options.string("pattern")?;
-        let replacement = options.string("replacement")?;
-        let is_regex = options.bool("is_regex")?.unwrap_or(false);
-        let first = options.bool("replace_first")?;
+        let ReplaceOptions {
+            field,
+            pattern,
+            replacement,
+            is_regex,
+            first,
+        } = ReplaceOptions::read(options)?;
         options.finish(SPECS)?;
-        let (Some(field), Some(pattern), Some(replacement)) = (field, pattern, replacement) else {
-            return Err(FerryError::internal(
-                "Replace: required options passed the check but are missing",
-            ));
-        };
         let op = if is_regex {
             let first = first.ok_or_else(|| {
                 options.error("replace_first", "is required when is_regex = true")
