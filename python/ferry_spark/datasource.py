@@ -68,7 +68,8 @@ class FerrySource(DataSource):
             self.options["spec"],
             int(self.options["source"]),
             self.options["location"],
-            int(self.options.get("budget_ms", "10000")),
+            # The plan's micro-batch read budget (ms), or null: read until caught up.
+            json.loads(self.options.get("budget_ms", "10000")),
             int(self.options.get("max_rows", "10000000")),
             self._transforms(),
             None if sink is None else (int(sink), int(self.options.get("writers", "1"))),

@@ -23,15 +23,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use ferry_api::{
-    ChangeBatch, EnumeratorContext, FerryError, ReadStatus, ReaderContext, Result, SinkCommitter,
-    SourceReader, Split, SplitEnumerator, TransformInstance, WriterContext,
-    MAX_IDLE_WITH_READINESS,
+    ChangeBatch, EnumeratorContext, FerryError, ReaderContext, Result, SinkCommitter, Split,
+    SplitEnumerator, WriterContext, MAX_IDLE_WITH_READINESS,
 };
 use serde_json::Value;
 
 use crate::metrics::Metrics;
-use crate::plan::{CheckpointMode, JobPlan};
 use ferry_checkpoint::{CheckpointData, CheckpointStore, SinkState, SourceState};
+use ferry_plan::{ChainedTransform, CheckpointMode, JobPlan, Polled, SourceChain};
 
 /// Batches a writer may have queued before its upstream waits.
 const CHANNEL_CAPACITY: usize = 8;
@@ -85,6 +84,14 @@ enum Event {
         state: Option<Value>,
     },
     WriterClosed,
+    /// Source `source`'s enumerator is back from a discovery on its own thread, with the
+    /// splits it found and whether it is exhausted.
+    Discovered {
+        source: usize,
+        enumerator: Box<dyn SplitEnumerator>,
+        found: Vec<(usize, Split)>,
+        exhausted: bool,
+    },
     Failed(FerryError),
 }
 
@@ -125,8 +132,7 @@ pub enum RunOutcome {
 enum Route {
     /// A transform chained into this thread, then the streams it feeds.
     Transform {
-        instance: Box<dyn TransformInstance>,
-        rename: Option<Arc<str>>,
+        transform: ChainedTransform,
         next: Vec<Route>,
     },
     /// The input channels of one sink's writers: rows go to `target`, barriers to all.
@@ -138,20 +144,14 @@ enum Route {
 }
 
 /// The compatible changes between the job that took checkpoint `data` and `plan`, or
-/// an error that says why `plan` cannot resume it.
+/// an error that says why `plan` cannot resume it (the rule both engines apply).
 fn resume_changes(plan: &JobPlan, data: &CheckpointData) -> Result<Vec<String>> {
-    let refuse = |why: String| {
-        FerryError::config(format!(
-            "job '{}': checkpoint {} cannot be resumed by this job file: {why}. Restore the job file it was taken with, or start afresh with a new --job-id",
-            plan.job.job_id, data.id
-        ))
-    };
-    match &data.layout {
-        None => Err(refuse(
-            "it was taken with a different job file, by a Ferry version that did not record the job's layout".into(),
-        )),
-        Some(saved) => plan.layout.resume_from(saved).map_err(refuse),
-    }
+    ferry_plan::jobdir::check_resume(
+        &plan.job.job_id,
+        &format!("checkpoint {}", data.id),
+        &plan.layout,
+        data.layout.as_ref(),
+    )
 }
 
 /// Runs `plan` to completion (or until `stop` says so), resuming from the latest
@@ -166,7 +166,7 @@ pub fn run(
     retry_interval: Duration,
 ) -> Result<RunOutcome> {
     let mut attempt = 0;
-    crate::plan::setup_sinks(plan, store.latest()?.is_some())?;
+    ferry_plan::setup_sinks(plan, store.latest()?.is_some())?;
     loop {
         let restore = store.latest()?;
         if let Some((data, _)) = &restore {
@@ -254,7 +254,7 @@ fn run_once(
 
     // Enumerators and readers, with the transforms they feed chained in.
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
-    let mut enumerators: Vec<Box<dyn SplitEnumerator>> = Vec::new();
+    let mut enumerators: Vec<EnumeratorSlot> = Vec::new();
     let mut controls: Vec<Vec<Sender<Control>>> = Vec::new();
     let mut sender_ids: Vec<usize> = vec![0; plan.sinks.len()];
     let mut reader_tasks = Vec::new();
@@ -267,7 +267,10 @@ fn run_once(
             .as_ref()
             .and_then(|r| r.sources.get(i))
             .map(|s| s.enumerator.clone());
-        enumerators.push(node.source.create_enumerator(&ectx, restored)?);
+        let enumerator = node.source.create_enumerator(&ectx, restored)?;
+        let (slot, worker) = EnumeratorSlot::start(i, &node.plugin, enumerator, ev_tx.clone())?;
+        enumerators.push(slot);
+        threads.push(worker);
         let mut ctl = Vec::new();
         for subtask in 0..node.parallelism {
             let (ctl_tx, ctl_rx) = unbounded::<Control>();
@@ -287,12 +290,15 @@ fn run_once(
                 job: plan.job.clone(),
             };
             let reader = node.source.create_reader(&rctx)?;
+            let readiness = reader.readiness();
+            // Transforms fan out by stream here, so the chain holds none: they are the
+            // routes' (each a `ChainedTransform` of the same executor).
+            let chain = SourceChain::new(plan, i, reader, &[])?;
             let routes = build_routes(plan, &node.output, subtask, &sink_txs, &mut sender_ids)?;
             reader_tasks.push(ReaderTask {
-                readiness: reader.readiness(),
-                reader,
+                readiness,
+                chain,
                 routes,
-                rename: node.rename.clone(),
                 ctl: ctl_rx,
                 ev: ev_tx.clone(),
                 cancel: cancel.clone(),
@@ -438,27 +444,22 @@ fn build_routes(
     sender_ids: &mut [usize],
 ) -> Result<Vec<Route>> {
     let mut routes = Vec::new();
-    for t in plan
-        .transforms
-        .iter()
-        .filter(|t| t.inputs.iter().any(|i| i == stream))
-    {
+    let readers = plan.readers_of(stream);
+    for t in readers.transforms.iter().map(|t| &plan.transforms[*t]) {
         let next = build_routes(plan, &t.output, subtask, sink_txs, sender_ids)?;
         routes.push(Route::Transform {
-            instance: t.transform.create_instance()?,
-            rename: t.rename.clone(),
+            transform: ChainedTransform::new(t)?,
             next,
         });
     }
-    for (k, s) in plan.sinks.iter().enumerate() {
-        if s.inputs.iter().any(|i| i == stream) {
-            routes.push(Route::Sink {
-                txs: sink_txs[k].clone(),
-                target: subtask % s.parallelism,
-                sender_id: sender_ids[k],
-            });
-            sender_ids[k] += 1;
-        }
+    for k in readers.sinks {
+        let s = &plan.sinks[k];
+        routes.push(Route::Sink {
+            txs: sink_txs[k].clone(),
+            target: subtask % s.parallelism,
+            sender_id: sender_ids[k],
+        });
+        sender_ids[k] += 1;
     }
     Ok(routes)
 }
@@ -474,11 +475,11 @@ enum Wait {
 }
 
 struct ReaderTask {
-    reader: Box<dyn SourceReader>,
+    /// The source's reader; its batches get the source's table name here.
+    chain: SourceChain,
     /// The reader's signal that data may be ready, if it offers one.
     readiness: Option<ferry_api::io::Readiness>,
     routes: Vec<Route>,
-    rename: Option<Arc<str>>,
     ctl: Receiver<Control>,
     ev: Sender<Event>,
     cancel: Arc<AtomicBool>,
@@ -525,11 +526,11 @@ impl ReaderTask {
                     Control::AddSplits(splits) => {
                         // The coordinator counts this reader busy until it reports again.
                         reported_caught_up = false;
-                        self.reader.add_splits(splits)?
+                        self.chain.reader().add_splits(splits)?
                     }
-                    Control::NoMoreSplits => self.reader.no_more_splits(),
+                    Control::NoMoreSplits => self.chain.reader().no_more_splits(),
                     Control::Checkpoint(id) => {
-                        let splits = self.reader.snapshot(id)?;
+                        let splits = self.chain.reader().snapshot(id)?;
                         let _ = self.ev.send(Event::ReaderSnapshot {
                             source: self.source,
                             subtask: self.subtask,
@@ -540,9 +541,9 @@ impl ReaderTask {
                         pending = false;
                         last_barrier = Some(id);
                     }
-                    Control::Complete(id) => self.reader.notify_checkpoint_complete(id)?,
+                    Control::Complete(id) => self.chain.reader().notify_checkpoint_complete(id)?,
                     Control::EndInput => {
-                        self.reader.close()?;
+                        self.chain.reader().close()?;
                         broadcast(&mut self.routes, &|| Msg::End)?;
                         return Ok(());
                     }
@@ -552,23 +553,20 @@ impl ReaderTask {
             if finished {
                 continue;
             }
-            match self.reader.poll_next()? {
-                ReadStatus::Batch(mut b) => {
-                    if b.num_rows() == 0 {
-                        continue;
+            match self.chain.poll(|b| b)? {
+                Polled::Batch { read: 0, .. } => continue,
+                Polled::Batch { read, out } => {
+                    self.rows.fetch_add(read as u64, Ordering::Relaxed);
+                    if let Some(b) = out {
+                        emit(&mut self.routes, b)?;
                     }
-                    self.rows.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
-                    if let Some(name) = &self.rename {
-                        b.table = name.clone();
-                    }
-                    emit(&mut self.routes, b)?;
                     pending = true;
                     if reported_caught_up {
                         reported_caught_up = false;
                         let _ = self.ev.send(Event::ReaderBusy { reader: self.index });
                     }
                 }
-                ReadStatus::Idle(d) => {
+                Polled::Idle(d) => {
                     // A reader that signals readiness is woken by it; others are polled.
                     let longest = if self.readiness.is_some() {
                         MAX_IDLE_WITH_READINESS
@@ -581,7 +579,7 @@ impl ReaderTask {
                         self.tell_caught_up(last_barrier, pending);
                     }
                 }
-                ReadStatus::Finished => {
+                Polled::Finished => {
                     finished = true;
                     if self.report_caught_up && pending {
                         self.tell_caught_up(last_barrier, pending);
@@ -640,18 +638,9 @@ fn emit(routes: &mut [Route], batch: ChangeBatch) -> Result<()> {
         };
         let Some(b) = b else { break };
         match r {
-            Route::Transform {
-                instance,
-                rename,
-                next,
-            } => {
-                if let Some(mut out) = instance.transform(b)? {
-                    if out.num_rows() > 0 {
-                        if let Some(name) = rename {
-                            out.table = name.clone();
-                        }
-                        emit(next, out)?;
-                    }
+            Route::Transform { transform, next } => {
+                if let Some(out) = transform.apply(b)? {
+                    emit(next, out)?;
                 }
             }
             Route::Sink {
@@ -752,10 +741,123 @@ fn writer_loop(
     }
 }
 
+/// How often an enumerator that is not exhausted is asked to discover splits.
+const DISCOVER_EVERY: Duration = Duration::from_millis(200);
+
+/// A source's enumerator, seen from the coordinator. `discover()` may be slow (a query for
+/// a table's bounds, a listing of a remote directory), so it runs on the enumerator's own
+/// thread: the coordinator hands the enumerator over and gets it back with what it found
+/// ([`Event::Discovered`]), and meanwhile triggers and completes checkpoints as usual.
+///
+/// A checkpoint triggered while the enumerator is away stores the snapshot taken when it
+/// left. That state is consistent with what readers hold: the coordinator sends a
+/// discovery's splits to the readers only once the enumerator is back, through the same
+/// channels as the checkpoint barriers, so no split of the discovery in flight is in any
+/// reader's snapshot of that checkpoint, and a restore discovers those splits again.
+/// (The snapshot is asked for with the id of the next checkpoint at the time it leaves;
+/// enumerators store what is unassigned, not the id.)
+struct EnumeratorSlot {
+    /// The enumerator while it is with the coordinator; `None` while it discovers.
+    home: Option<Box<dyn SplitEnumerator>>,
+    /// Its snapshot from when it left for its current discovery.
+    away_snapshot: Value,
+    /// Checkpoints that completed while it was away, told when it comes back.
+    completed: Vec<u64>,
+    /// When it last came back (or started): discoveries are [`DISCOVER_EVERY`] apart.
+    back_at: Instant,
+    /// It said it is exhausted: readers were told there are no more splits.
+    exhausted: bool,
+    /// Hands the enumerator to its thread for one discovery.
+    to_worker: Sender<Box<dyn SplitEnumerator>>,
+}
+
+impl EnumeratorSlot {
+    /// The slot of source `source`'s `enumerator`, and its discovery thread, which reports
+    /// on `ev` and ends when the slot is dropped.
+    fn start(
+        source: usize,
+        plugin: &str,
+        enumerator: Box<dyn SplitEnumerator>,
+        ev: Sender<Event>,
+    ) -> Result<(Self, JoinHandle<()>)> {
+        let (to_worker, from_coordinator) = unbounded::<Box<dyn SplitEnumerator>>();
+        let worker = spawn(&format!("enumerator-{plugin}-{source}"), move || {
+            for mut enumerator in from_coordinator {
+                let event = match enumerator.discover() {
+                    Ok(found) => Event::Discovered {
+                        source,
+                        exhausted: enumerator.is_exhausted(),
+                        enumerator,
+                        found,
+                    },
+                    Err(e) => Event::Failed(e),
+                };
+                if ev.send(event).is_err() {
+                    return;
+                }
+            }
+        })?;
+        let slot = EnumeratorSlot {
+            home: Some(enumerator),
+            away_snapshot: Value::Null,
+            completed: Vec::new(),
+            back_at: Instant::now() - DISCOVER_EVERY,
+            exhausted: false,
+            to_worker,
+        };
+        Ok((slot, worker))
+    }
+
+    /// Sends the enumerator off to discover when it is home, not exhausted and its last
+    /// discovery is long enough ago; `next_id` names the snapshot it leaves behind.
+    fn discover_if_due(&mut self, next_id: u64) -> Result<()> {
+        if self.exhausted || self.back_at.elapsed() < DISCOVER_EVERY {
+            return Ok(());
+        }
+        let Some(mut e) = self.home.take() else {
+            return Ok(());
+        };
+        self.away_snapshot = e.snapshot(next_id)?;
+        self.to_worker
+            .send(e)
+            .map_err(|_| FerryError::internal("the enumerator's thread stopped"))
+    }
+
+    /// The enumerator is back: it is home again and hears of the checkpoints that
+    /// completed meanwhile.
+    fn back(&mut self, mut e: Box<dyn SplitEnumerator>) -> Result<()> {
+        for id in self.completed.drain(..) {
+            e.notify_checkpoint_complete(id)?;
+        }
+        self.home = Some(e);
+        self.back_at = Instant::now();
+        Ok(())
+    }
+
+    /// The state to store in checkpoint `id`.
+    fn snapshot(&mut self, id: u64) -> Result<Value> {
+        match self.home.as_mut() {
+            Some(e) => e.snapshot(id),
+            None => Ok(self.away_snapshot.clone()),
+        }
+    }
+
+    /// Checkpoint `id` completed.
+    fn complete(&mut self, id: u64) -> Result<()> {
+        match self.home.as_mut() {
+            Some(e) => e.notify_checkpoint_complete(id),
+            None => {
+                self.completed.push(id);
+                Ok(())
+            }
+        }
+    }
+}
+
 struct Coordinator<'a> {
     plan: &'a JobPlan,
     store: &'a mut dyn CheckpointStore,
-    enumerators: Vec<Box<dyn SplitEnumerator>>,
+    enumerators: Vec<EnumeratorSlot>,
     controls: Vec<Vec<Sender<Control>>>,
     committers: Vec<Option<Box<dyn SinkCommitter>>>,
     ev_rx: Receiver<Event>,
@@ -830,7 +932,6 @@ struct InFlight {
 
 impl Coordinator<'_> {
     fn run(&mut self) -> Result<RunOutcome> {
-        let mut no_more_sent = vec![false; self.enumerators.len()];
         let mut finished_readers = 0usize;
         let mut closed_writers = 0usize;
         let mut inflight: Option<InFlight> = None;
@@ -841,7 +942,6 @@ impl Coordinator<'_> {
         let mut last_completed: Option<Instant> = None;
         let min_pause = self.plan.checkpoint.min_pause;
         let on_idle = self.plan.checkpoint.on_idle;
-        let mut last_discover = Instant::now() - Duration::from_secs(1);
         let interval = self.plan.checkpoint.interval_ms.map(Duration::from_millis);
         let mut ending = false;
 
@@ -850,31 +950,11 @@ impl Coordinator<'_> {
                 self.cancel.store(true, Ordering::SeqCst);
                 return Err(FerryError::Cancelled);
             }
-            // Discover and assign splits (streaming sources keep discovering).
-            if !ending && last_discover.elapsed() >= Duration::from_millis(200) {
-                last_discover = Instant::now();
-                for (i, e) in self.enumerators.iter_mut().enumerate() {
-                    if no_more_sent[i] {
-                        continue;
-                    }
-                    let assigned = e.discover()?;
-                    let mut per_reader: BTreeMap<usize, Vec<Split>> = BTreeMap::new();
-                    for (r, s) in assigned {
-                        per_reader
-                            .entry(r % self.controls[i].len())
-                            .or_default()
-                            .push(s);
-                    }
-                    for (r, splits) in per_reader {
-                        self.catch_up.busy(self.first_reader[i] + r);
-                        let _ = self.controls[i][r].send(Control::AddSplits(splits));
-                    }
-                    if e.is_exhausted() {
-                        no_more_sent[i] = true;
-                        for c in &self.controls[i] {
-                            let _ = c.send(Control::NoMoreSplits);
-                        }
-                    }
+            // Discover splits (streaming sources keep discovering), each enumerator on
+            // its own thread; what they find is assigned when they come back.
+            if !ending {
+                for e in &mut self.enumerators {
+                    e.discover_if_due(self.next_id)?;
                 }
             }
             // Start a checkpoint: periodic, on idle, a savepoint, or the final one of a
@@ -928,6 +1008,12 @@ impl Coordinator<'_> {
                 }
             };
             match ev {
+                Event::Discovered {
+                    source,
+                    enumerator,
+                    found,
+                    exhausted,
+                } => self.discovered(source, enumerator, found, exhausted)?,
                 Event::Failed(FerryError::Cancelled) if self.cancel.load(Ordering::SeqCst) => {}
                 Event::Failed(e) => return Err(e),
                 Event::ReaderFinished {
@@ -1002,6 +1088,37 @@ impl Coordinator<'_> {
         }
     }
 
+    /// Source `source`'s enumerator came back from a discovery: its splits go to their
+    /// readers (by index, so a split keeps its reader), then, if it is exhausted, word that
+    /// no more will come.
+    fn discovered(
+        &mut self,
+        source: usize,
+        enumerator: Box<dyn SplitEnumerator>,
+        found: Vec<(usize, Split)>,
+        exhausted: bool,
+    ) -> Result<()> {
+        self.enumerators[source].back(enumerator)?;
+        let mut per_reader: BTreeMap<usize, Vec<Split>> = BTreeMap::new();
+        for (r, s) in found {
+            per_reader
+                .entry(r % self.controls[source].len())
+                .or_default()
+                .push(s);
+        }
+        for (r, splits) in per_reader {
+            self.catch_up.busy(self.first_reader[source] + r);
+            let _ = self.controls[source][r].send(Control::AddSplits(splits));
+        }
+        if exhausted && !self.enumerators[source].exhausted {
+            self.enumerators[source].exhausted = true;
+            for c in &self.controls[source] {
+                let _ = c.send(Control::NoMoreSplits);
+            }
+        }
+        Ok(())
+    }
+
     fn trigger(&mut self) -> Result<u64> {
         let id = self.next_id;
         self.next_id += 1;
@@ -1060,7 +1177,7 @@ impl Coordinator<'_> {
         self.store.mark_committed(f.id)?;
         crash_point("checkpoint-committed")?;
         for e in self.enumerators.iter_mut() {
-            e.notify_checkpoint_complete(f.id)?;
+            e.complete(f.id)?;
         }
         for c in self.controls.iter().flatten() {
             let _ = c.send(Control::Complete(f.id));
