@@ -2,12 +2,13 @@
 
 ``python -m ferry_spark JOB [options]`` (what ``ferry run JOB --engine spark`` runs)
 reads the job file through the native module, which plans it exactly as the ``ferry``
-binary does, and builds the Spark plan: a data frame per Ferry source, ``mapInArrow`` per
-transform (Ferry's transform code), a write per sink. BATCH jobs run as bounded Spark
+binary does (``ferry_plan``: "plan" is that plan only), and builds the Spark job from it:
+a data frame per Ferry source, ``mapInArrow`` per transform (Ferry's transform code), a
+write per sink. BATCH jobs run as bounded Spark
 jobs; STREAMING jobs as one streaming query per sink, micro-batch = checkpoint.
 
 Where a source's rows flow through transforms that nothing else reads (a chain, see
-``ferry_spark::job::Chain``), the source's read task applies them itself, and in batch
+``ferry_plan::Chain``), the source's read task applies them itself, and in batch
 mode writes to the chain's sink too, so that rows cross between the JVM and Python
 less often, or never (``FERRY_SPARK_FUSE=0`` turns this off).
 

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::job::{cached, JobSpec, SparkJob};
 use crate::sink::{PartitionWriter, TransformRunner};
 use crate::source::{
-    assign_all, stream_partitions, PartitionReader, StreamOffset, StreamPartition, StreamPlanner,
+    assign_all, stream_partitions, PartitionReader, StreamOffset, StreamOffsets, StreamPartition,
 };
 use crate::state;
 
@@ -265,11 +265,11 @@ impl SourcePartition {
     }
 }
 
-/// Plans the micro-batches of a streaming source (driver side).
+/// The micro-batch offsets of a streaming source (driver side).
 #[pyclass(module = "ferry_spark._native")]
 struct StreamSource {
     spec: String,
-    planner: Mutex<StreamPlanner>,
+    offsets: Mutex<StreamOffsets>,
 }
 
 #[pymethods]
@@ -277,10 +277,10 @@ impl StreamSource {
     #[new]
     fn new(spec: &str, source: usize, location: &str) -> PyResult<Self> {
         let j = job(spec)?;
-        let planner = StreamPlanner::new(j, source, PathBuf::from(location)).map_err(err)?;
+        let offsets = StreamOffsets::new(j, source, PathBuf::from(location)).map_err(err)?;
         Ok(StreamSource {
             spec: spec.to_string(),
-            planner: Mutex::new(planner),
+            offsets: Mutex::new(offsets),
         })
     }
 
@@ -292,7 +292,7 @@ impl StreamSource {
 
     /// The end offset of the next micro-batch (canonical JSON).
     fn latest_offset(&self, py: Python<'_>) -> PyResult<String> {
-        py.detach(|| lock(&self.planner).and_then(|mut p| p.latest_offset().map_err(err)))
+        py.detach(|| lock(&self.offsets).and_then(|mut p| p.latest_offset().map_err(err)))
     }
 
     /// The partition descriptors of the batch ending at `end` (JSON texts).

@@ -10,7 +10,7 @@
 //! since (new files, for example). A partition reads from there until its time or row
 //! budget is spent (or its splits end), then records how many rows it read and where its
 //! splits ended under the checkpoint location, `sources/<source>/<batch>/<subtask>`. The
-//! next batch's offset starts from those recorded states. A replayed batch (Spark re-plans
+//! next batch's offset starts from those recorded states. A replayed batch (Spark runs again
 //! a batch that has an offset but no commit) reads from the same start states exactly the
 //! recorded number of rows, so it returns the same rows for replayable sources, however
 //! long the first attempt took. The first attempt to record wins; an attempt that read a
@@ -163,10 +163,11 @@ pub fn record_path(location: &Path, source: usize, batch: i64, subtask: usize) -
         .join(subtask.to_string())
 }
 
-/// Plans the micro-batches of one streaming source. Lives in Spark's long-lived
+/// Decides the end offset of each micro-batch of one streaming source (what its
+/// partitions read; "plan" in Ferry is the job's `JobPlan` only). Lives in Spark's long-lived
 /// driver-side reader process; after a restart it recovers from Spark's offset log and
 /// the records partitions left.
-pub struct StreamPlanner {
+pub struct StreamOffsets {
     job: Arc<SparkJob>,
     source: usize,
     location: PathBuf,
@@ -174,13 +175,13 @@ pub struct StreamPlanner {
     last: Option<StreamOffset>,
 }
 
-impl StreamPlanner {
-    /// A planner for source `source` of `job`, with Spark's checkpoint location.
+impl StreamOffsets {
+    /// The offsets of source `source` of `job`, with Spark's checkpoint location.
     pub fn new(job: Arc<SparkJob>, source: usize, location: PathBuf) -> Result<Self> {
         if job.plan.sources.get(source).is_none() {
             return Err(FerryError::internal(format!("no source {source}")));
         }
-        Ok(StreamPlanner {
+        Ok(StreamOffsets {
             job,
             source,
             location,
@@ -751,8 +752,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let job = Arc::new(SparkJob::build(spec(STREAM)).unwrap());
         let loc = dir.path().to_string_lossy().to_string();
-        let mut planner = StreamPlanner::new(job.clone(), 0, dir.path().into()).unwrap();
-        let first = StreamOffset::parse(&planner.latest_offset().unwrap()).unwrap();
+        let mut offsets = StreamOffsets::new(job.clone(), 0, dir.path().into()).unwrap();
+        let first = StreamOffset::parse(&offsets.latest_offset().unwrap()).unwrap();
         assert_eq!(first.batch, 0);
         let parts = stream_partitions(&first, &loc, Some(2_000), 15);
         assert_eq!(parts.len(), 2);
@@ -773,7 +774,7 @@ mod tests {
             rec.rows
         );
         // The next offset carries the recorded end states.
-        let second = StreamOffset::parse(&planner.latest_offset().unwrap()).unwrap();
+        let second = StreamOffset::parse(&offsets.latest_offset().unwrap()).unwrap();
         assert_eq!(second.batch, 1);
         assert_eq!(second.parts[0].carried, rec.end);
         assert!(second.parts.iter().all(|p| p.added.is_empty()));
@@ -795,8 +796,8 @@ mod tests {
         );
         let budget = job.plan.checkpoint.micro_batch().read_budget_ms;
         let loc = dir.path().to_string_lossy().to_string();
-        let mut planner = StreamPlanner::new(job.clone(), 0, dir.path().into()).unwrap();
-        let first = StreamOffset::parse(&planner.latest_offset().unwrap()).unwrap();
+        let mut offsets = StreamOffsets::new(job.clone(), 0, dir.path().into()).unwrap();
+        let first = StreamOffset::parse(&offsets.latest_offset().unwrap()).unwrap();
         let started = Instant::now();
         let mut rows = 0;
         for p in stream_partitions(&first, &loc, budget, 1_000_000) {
@@ -812,7 +813,7 @@ mod tests {
             started.elapsed()
         );
         // The next micro-batch finds nothing new and ends at once.
-        let second = StreamOffset::parse(&planner.latest_offset().unwrap()).unwrap();
+        let second = StreamOffset::parse(&offsets.latest_offset().unwrap()).unwrap();
         let started = Instant::now();
         for p in stream_partitions(&second, &loc, budget, 1_000_000) {
             assert_eq!(drain(&mut PartitionReader::stream(&job, p).unwrap()), 0);
@@ -825,8 +826,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let job = Arc::new(SparkJob::build(spec(STREAM)).unwrap());
         let loc = dir.path().to_string_lossy().to_string();
-        let mut planner = StreamPlanner::new(job.clone(), 0, dir.path().into()).unwrap();
-        let text = planner.latest_offset().unwrap();
+        let mut offsets = StreamOffsets::new(job.clone(), 0, dir.path().into()).unwrap();
+        let text = offsets.latest_offset().unwrap();
         let first = StreamOffset::parse(&text).unwrap();
         std::fs::create_dir_all(dir.path().join("offsets")).unwrap();
         std::fs::write(
@@ -837,7 +838,7 @@ mod tests {
         for p in stream_partitions(&first, &loc, Some(2_000), 1_000) {
             drain(&mut PartitionReader::stream(&job, p).unwrap());
         }
-        let mut again = StreamPlanner::new(job, 0, dir.path().into()).unwrap();
+        let mut again = StreamOffsets::new(job, 0, dir.path().into()).unwrap();
         let next = StreamOffset::parse(&again.latest_offset().unwrap()).unwrap();
         assert_eq!(next.batch, 1);
         // Everything was read in batch 0: nothing is carried or added.
