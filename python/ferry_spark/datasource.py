@@ -68,7 +68,8 @@ class FerrySource(DataSource):
             self.options["spec"],
             int(self.options["source"]),
             self.options["location"],
-            int(self.options.get("budget_ms", "10000")),
+            # The plan's micro-batch read budget (ms), or null: read until caught up.
+            json.loads(self.options.get("budget_ms", "10000")),
             int(self.options.get("max_rows", "10000000")),
             self._transforms(),
             None if sink is None else (int(sink), int(self.options.get("writers", "1"))),
@@ -129,23 +130,23 @@ class _StreamReader(DataSourceStreamReader):
         self.transforms = transforms
         # (sink index, writers) when the whole chain runs in the read task.
         self.sink = sink
-        self._planner = None
+        self._offsets = None
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_planner"] = None
+        state["_offsets"] = None
         return state
 
-    def _plan(self):
-        if self._planner is None:
-            self._planner = _native().StreamSource(self.spec, self.source, self.location)
-        return self._planner
+    def _stream_offsets(self):
+        if self._offsets is None:
+            self._offsets = _native().StreamSource(self.spec, self.source, self.location)
+        return self._offsets
 
     def initialOffset(self):
         return json.loads(_native().StreamSource.initial_offset(self.source))
 
     def latestOffset(self):
-        return json.loads(self._plan().latest_offset())
+        return json.loads(self._stream_offsets().latest_offset())
 
     def partitions(self, start, end):
         if start == end:

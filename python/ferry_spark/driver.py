@@ -2,12 +2,13 @@
 
 ``python -m ferry_spark JOB [options]`` (what ``ferry run JOB --engine spark`` runs)
 reads the job file through the native module, which plans it exactly as the ``ferry``
-binary does, and builds the Spark plan: a data frame per Ferry source, ``mapInArrow`` per
-transform (Ferry's transform code), a write per sink. BATCH jobs run as bounded Spark
+binary does (``ferry_plan``: "plan" is that plan only), and builds the Spark job from it:
+a data frame per Ferry source, ``mapInArrow`` per transform (Ferry's transform code), a
+write per sink. BATCH jobs run as bounded Spark
 jobs; STREAMING jobs as one streaming query per sink, micro-batch = checkpoint.
 
 Where a source's rows flow through transforms that nothing else reads (a chain, see
-``ferry_spark::job::Chain``), the source's read task applies them itself, and in batch
+``ferry_plan::Chain``), the source's read task applies them itself, and in batch
 mode writes to the chain's sink too, so that rows cross between the JVM and Python
 less often, or never (``FERRY_SPARK_FUSE=0`` turns this off).
 
@@ -40,16 +41,6 @@ def _args(argv):
     if not a.job and not a.manifest:
         p.error("give a job file or --manifest")
     return a
-
-
-def _vars(pairs):
-    out = []
-    for v in pairs:
-        k, sep, val = v.partition("=")
-        if not sep or not k.strip():
-            raise ValueError("-i %s: expected NAME=VALUE" % v)
-        out.append((k.strip(), val))
-    return out
 
 
 def _say(msg):
@@ -119,7 +110,7 @@ def _load(spark, spec, source, schema, streaming, location, budget_ms, transform
     if sink is not None:
         r = r.option("sink", str(sink)).option("writers", str(writers))
     if streaming:
-        r = r.option("location", location).option("budget_ms", str(budget_ms))
+        r = r.option("location", location).option("budget_ms", json.dumps(budget_ms))
     return r.load()
 
 
@@ -247,33 +238,24 @@ def run_batch(spark, spec, plan):
 
 class _Stop:
     """Stop requests: SIGTERM/SIGINT and the ``control`` file that ``ferry savepoint``
-    and ``ferry cancel`` write. Made before the job shows as RUNNING (a request that
-    arrives while the Spark session starts waits for the query); a request left by an
-    earlier run is dropped."""
+    and ``ferry cancel`` write, by the ``ferry`` binary's rules (``ferry_plan::stop``,
+    through the native module; this class only passes signals on). Made before the job
+    shows as RUNNING (a request that arrives while the Spark session starts waits for the
+    query); a request left by an earlier run is dropped."""
 
     def __init__(self, job_dir):
-        self.control = os.path.join(job_dir, "control") if job_dir else None
-        self.request = None
-        if self.control and os.path.exists(self.control):
-            os.remove(self.control)
+        from ferry_spark import _native
+
+        self._requests = _native.StopRequests(job_dir)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._signal)
 
     def _signal(self, *_):
-        if self.request is None:
+        if self._requests.signal():
             _say("stop requested; stopping after the current micro-batch commits")
-            self.request = "savepoint"
 
     def poll(self):
-        if self.control and os.path.exists(self.control):
-            try:
-                with open(self.control) as f:
-                    req = f.read().strip()
-                os.remove(self.control)
-            except OSError:
-                req = ""
-            self.request = "cancel" if req == "cancel" else (self.request or "savepoint")
-        return self.request
+        return self._requests.poll()
 
 
 def _last_batch(q):
@@ -303,7 +285,11 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None, stop=None):
     """Runs a STREAMING job until stopped; returns 'savepoint' or 'cancel'. ``on_batch``
     is called after micro-batches complete; ``stop`` watches for stop requests (made
     here when not given)."""
-    interval = plan["checkpoint_interval_ms"] or 10000
+    # The planner's schedule (ferry_plan::CheckpointSettings::micro_batch): a micro-batch
+    # every trigger_ms, each read for read_budget_ms or, when that is null
+    # (checkpoint.interval = 0), until its readers have caught up.
+    trigger_ms = plan["micro_batch"]["trigger_ms"]
+    budget_ms = plan["micro_batch"]["read_budget_ms"]
     sinks = plan["sinks"]
     chains = _sink_chains(plan)
     queries = []
@@ -322,10 +308,10 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None, stop=None):
             # Read tasks run the whole chain and return prepared commits; the writer
             # passes them to the per-batch commit.
             writers = plan["sources"][chain["source"]]["parallelism"]
-            df = _load(spark, spec, chain["source"], _COMMIT_SCHEMA, True, location, interval,
+            df = _load(spark, spec, chain["source"], _COMMIT_SCHEMA, True, location, budget_ms,
                        chain["transforms"], k["index"], writers)
         else:
-            df = _input(_frames(spark, spec, plan, True, location, interval), plan, k)
+            df = _input(_frames(spark, spec, plan, True, location, budget_ms), plan, k)
         q = (
             df.writeStream.format("ferry_sink")
             .option("spec", spec)
@@ -334,7 +320,7 @@ def run_streaming(spark, spec, plan, job_dir, on_batch=None, stop=None):
             .option("commits", "1" if chain is not None else "0")
             .option("location", location)
             .option("checkpointLocation", location)
-            .trigger(processingTime="%d milliseconds" % interval)
+            .trigger(processingTime="%d milliseconds" % trigger_ms)
             .start()
         )
         queries.append(q)
@@ -399,7 +385,7 @@ def _error_text(e):
 def run_one(spark_holder, a):
     from ferry_spark import _native
 
-    spec, plan = _native.load_job(a.job, _vars(a.variable), a.parallelism, a.job_id)
+    spec, plan = _native.load_job(a.job, a.variable, a.parallelism, a.job_id)
     plan = json.loads(plan)
     for w in plan.get("warnings", []):
         print("warning: " + w, file=sys.stderr)
@@ -411,7 +397,7 @@ def run_one(spark_holder, a):
     temp_dir = None
     stop = None
     if a.job_id or a.checkpoint_dir:
-        base = a.checkpoint_dir or os.path.join(os.environ.get("FERRY_HOME", os.path.expanduser("~/.ferry")), "checkpoints")
+        base = a.checkpoint_dir or _native.default_checkpoint_dir()
         # The job directory's lock, held until the run ends: a second run of the same job
         # id fails here, before Spark starts (the kernel releases it if this process dies).
         job_dir, changes, discarded, job_lock = _native.open_job_dir(base, spec, a.from_scratch)

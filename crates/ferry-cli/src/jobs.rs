@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use ferry_api::FerryError;
 use ferry_checkpoint::{format_utc, lock_status, FileStore, JobInfo, JobState, LockStatus};
 
-use crate::{checkpoint_dir_or_default, ControlArgs};
+use ferry_plan::jobdir::checkpoint_dir_or_default;
+
+use crate::ControlArgs;
 
 /// What `ferry jobs` shows of one job.
 struct Row {

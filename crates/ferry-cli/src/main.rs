@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand, ValueEnum};
 use ferry_api::{FerryError, OptionSpec};
 use ferry_checkpoint::{CheckpointStore, FileStore, JobInfo, JobLock, JobState, MemoryStore};
-use ferry_engine::{build_plan, Metrics, PlanOptions, RunOutcome, StopHandle};
+use ferry_engine::{Metrics, RunOutcome, StopHandle};
+use ferry_plan::jobdir::checkpoint_dir_or_default;
+use ferry_plan::{build_plan, PlanOptions, StopRequest, StopRequests};
 
 /// Ferry moves data between systems, in batch and streaming, from SeaTunnel job files.
 #[derive(Parser, Debug)]
@@ -174,17 +176,8 @@ fn log_colours(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> 
     stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
-fn parse_vars(vars: &[String]) -> Result<Vec<(String, String)>, FerryError> {
-    vars.iter()
-        .map(|v| match v.split_once('=') {
-            Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_string(), val.to_string())),
-            _ => Err(FerryError::config(format!("-i {v}: expected NAME=VALUE"))),
-        })
-        .collect()
-}
-
-fn load_plan(args: &JobArgs, job_id: Option<String>) -> Result<ferry_engine::JobPlan, FerryError> {
-    let vars = parse_vars(&args.variables)?;
+fn load_plan(args: &JobArgs, job_id: Option<String>) -> Result<ferry_plan::JobPlan, FerryError> {
+    let vars = ferry_plan::parse_vars(&args.variables)?;
     let job = ferry_config::load_job(args.path()?, &vars)?;
     for w in &job.warnings {
         tracing::warn!("{w}");
@@ -204,16 +197,6 @@ fn check(args: JobArgs) -> Result<ExitCode, FerryError> {
     print!("{}", plan.describe());
     println!("{}: OK", args.path()?.display());
     Ok(ExitCode::SUCCESS)
-}
-
-fn checkpoint_dir_or_default(dir: Option<PathBuf>) -> PathBuf {
-    dir.unwrap_or_else(|| {
-        let home = std::env::var_os("FERRY_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ferry")))
-            .unwrap_or_else(|| PathBuf::from(".ferry"));
-        home.join("checkpoints")
-    })
 }
 
 fn now_secs() -> u64 {
@@ -241,7 +224,9 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
         _ => {
             let dir = checkpoint_dir_or_default(args.checkpoint_dir.clone());
             let id = plan.job.job_id.clone();
-            let lock = JobLock::acquire(&ferry_checkpoint::job_dir(&dir, &id)?, &id)?;
+            let root = ferry_checkpoint::job_dir(&dir, &id)?;
+            let lock = JobLock::acquire(&root, &id)?;
+            ferry_plan::jobdir::check_engine(&root, &id, ferry_plan::jobdir::LOCAL_ENGINE)?;
             // Whether a changed job file may resume is decided against the latest
             // checkpoint, when the engine restores it.
             let mut store =
@@ -264,7 +249,7 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
     eprintln!(
         "ferry: job '{}' ({}), delivery {}",
         plan.job.job_name,
-        ferry_engine::plan::mode_name(plan.job.mode),
+        ferry_plan::mode_name(plan.job.mode),
         plan.delivery
     );
     let stop = StopHandle::default();
@@ -275,7 +260,7 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
                 job_id: plan.job.job_id.clone(),
                 state: s,
                 pid: std::process::id(),
-                engine: "local".into(),
+                engine: ferry_plan::jobdir::LOCAL_ENGINE.into(),
                 last_checkpoint: last,
                 updated: now_secs(),
             });
@@ -283,12 +268,9 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
     };
     // A request left over from an earlier run goes before the state says running: one
     // sent once it does (`ferry savepoint` right after start) must not be lost.
-    let control_file = file_store.as_ref().map(|s| s.root().join("control"));
-    if let Some(c) = &control_file {
-        let _ = std::fs::remove_file(c);
-    }
+    let requests = StopRequests::new(file_store.as_ref().map(|s| s.root()));
     state(&file_store, JobState::Running, None);
-    let watcher = watch_stop_requests(stop.clone(), control_file)?;
+    let watcher = watch_stop_requests(stop.clone(), requests)?;
     let metrics = Arc::new(Metrics::default());
     let progress = start_progress(metrics.clone());
     let started = Instant::now();
@@ -361,7 +343,7 @@ fn embedded_master(master: Option<&str>) -> Result<(), FerryError> {
 }
 
 fn summary(
-    plan: &ferry_engine::JobPlan,
+    plan: &ferry_plan::JobPlan,
     metrics: &Metrics,
     elapsed: Duration,
     outcome: RunOutcome,
@@ -392,10 +374,11 @@ fn summary(
     )
 }
 
-/// SIGTERM / SIGINT, or a `control` file written by `ferry savepoint|cancel`, stop the job.
+/// SIGTERM / SIGINT, or a `control` file written by `ferry savepoint|cancel`, stop the job
+/// (the rules are `ferry_plan::stop`'s, which the Spark driver follows too).
 fn watch_stop_requests(
     stop: StopHandle,
-    control_file: Option<PathBuf>,
+    mut requests: StopRequests,
 ) -> Result<Arc<AtomicBool>, FerryError> {
     let term = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -408,18 +391,13 @@ fn watch_stop_requests(
         .name("stop-watch".into())
         .spawn(move || {
             while !done2.load(Ordering::SeqCst) {
-                if term.swap(false, Ordering::SeqCst) {
+                if term.swap(false, Ordering::SeqCst) && requests.signal() {
                     eprintln!("ferry: stop requested; taking a savepoint");
-                    stop.request_savepoint();
                 }
-                if let Some(c) = &control_file {
-                    if let Ok(req) = std::fs::read_to_string(c) {
-                        let _ = std::fs::remove_file(c);
-                        match req.trim() {
-                            "cancel" => stop.request_cancel(),
-                            _ => stop.request_savepoint(),
-                        }
-                    }
+                match requests.poll() {
+                    Some(StopRequest::Cancel) => stop.request_cancel(),
+                    Some(StopRequest::Savepoint) => stop.request_savepoint(),
+                    None => {}
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }

@@ -50,7 +50,7 @@ fn command(args: &RunArgs) -> Result<Command, FerryError> {
     }
     if args.job_id.is_some() || args.checkpoint_dir.is_some() {
         c.arg("--checkpoint-dir")
-            .arg(crate::checkpoint_dir_or_default(
+            .arg(ferry_plan::jobdir::checkpoint_dir_or_default(
                 args.checkpoint_dir.clone(),
             ));
     }
@@ -62,7 +62,7 @@ fn command(args: &RunArgs) -> Result<Command, FerryError> {
 
 /// Runs the job on Spark; returns only when the driver could not be started.
 pub fn run(args: &RunArgs) -> Result<ExitCode, FerryError> {
-    crate::parse_vars(&args.job.variables)?;
+    ferry_plan::parse_vars(&args.job.variables)?;
     if let Some(m) = &args.master {
         // SeaTunnel's Zeta spelling is no Spark master URL; Spark's own error would not say why.
         if m.eq_ignore_ascii_case("cluster") {

@@ -13,7 +13,8 @@ use ferry_api::*;
 use ferry_checkpoint::{CheckpointStore, MemoryStore};
 use serde_json::{json, Value};
 
-use crate::{build_plan, run, Metrics, PlanOptions, RunOutcome, StopHandle};
+use crate::{run, Metrics, RunOutcome, StopHandle};
+use ferry_plan::{build_plan, PlanOptions};
 
 mod tcp;
 
@@ -23,6 +24,9 @@ struct Numbers {
     rows: i64,
     splits: i64,
     fail_at: Option<i64>,
+    /// When set, the enumerator never finishes discovering, and every discovery after the
+    /// first takes this long (a slow query for new splits).
+    discover_sleep_ms: Option<i64>,
 }
 
 struct NumbersFactory;
@@ -41,6 +45,7 @@ impl SourceFactory for NumbersFactory {
             rows: o.i64("rows")?.unwrap_or(100),
             splits: o.i64("splits")?.unwrap_or(4),
             fail_at: o.i64("fail_at")?,
+            discover_sleep_ms: o.i64("discover_sleep_ms")?,
         }))
     }
 }
@@ -75,6 +80,9 @@ impl Source for Numbers {
         Ok(Box::new(NumbersEnum {
             pending,
             handed_out: done,
+            sleep: self
+                .discover_sleep_ms
+                .map(|ms| Duration::from_millis(ms.max(0) as u64)),
         }))
     }
     fn create_reader(&self, ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
@@ -90,14 +98,18 @@ impl Source for Numbers {
 struct NumbersEnum {
     pending: Vec<Split>,
     handed_out: bool,
+    sleep: Option<Duration>,
 }
 impl SplitEnumerator for NumbersEnum {
     fn discover(&mut self) -> Result<Vec<(usize, Split)>> {
+        if let (Some(d), true) = (self.sleep, self.handed_out) {
+            std::thread::sleep(d);
+        }
         self.handed_out = true;
         Ok(self.pending.drain(..).enumerate().collect())
     }
     fn is_exhausted(&self) -> bool {
-        self.handed_out && self.pending.is_empty()
+        self.handed_out && self.pending.is_empty() && self.sleep.is_none()
     }
     fn add_splits_back(&mut self, splits: Vec<Split>, _reader: usize) {
         self.pending.extend(splits);
@@ -257,19 +269,23 @@ impl SinkCommitter for Collect {
     }
 }
 
-fn plan(text: &str, sink: &Collect) -> crate::JobPlan {
+fn plan(text: &str, sink: &Collect) -> ferry_plan::JobPlan {
     plan_with(text, sink, Registry::new().source(NumbersFactory))
 }
 
 /// The plan of `text` with `registry`'s plugins and the `Collect` sink.
-fn plan_with(text: &str, sink: &Collect, registry: Registry) -> crate::JobPlan {
+fn plan_with(text: &str, sink: &Collect, registry: Registry) -> ferry_plan::JobPlan {
     let job = ferry_config::parse_job(text, "test.conf", &Default::default()).expect("job parses");
     let registry = registry.sink(CollectFactory(sink.clone()));
     build_plan(job, &registry, &PlanOptions::default()).expect("plan builds")
 }
 
 /// Runs plan `p` without in-process retries until it ends or `stop` stops it.
-fn run_job(p: &crate::JobPlan, store: &mut MemoryStore, stop: StopHandle) -> Result<RunOutcome> {
+fn run_job(
+    p: &ferry_plan::JobPlan,
+    store: &mut MemoryStore,
+    stop: StopHandle,
+) -> Result<RunOutcome> {
     run(
         p,
         store,
@@ -381,6 +397,77 @@ fn on_idle_checkpoints_publish_once_the_readers_catch_up_and_not_again_while_idl
 }
 
 #[test]
+fn checkpoint_interval_zero_in_a_streaming_job_checkpoints_once_the_readers_catch_up() {
+    let sink = Collect::default();
+    // No periodic checkpoint (`checkpoint.interval = 0`): the planner's one meaning of 0
+    // for a STREAMING job, the same as on Spark, where each micro-batch reads until its
+    // readers have caught up. Before, 0 published nothing until the job was stopped.
+    let p = plan("env { job.mode = STREAMING, parallelism = 2, checkpoint.interval = 0 }\nsource { Numbers { rows = 400, splits = 4 } }\nsink { Collect {} }", &sink);
+    assert_eq!(
+        (p.checkpoint.interval_ms, p.checkpoint.on_idle),
+        (None, true)
+    );
+    assert!(
+        p.describe()
+            .contains("checkpoints: when every reader has caught up"),
+        "{}",
+        p.describe()
+    );
+    let mut store = MemoryStore::default();
+    let stop = StopHandle::default();
+    let s2 = stop.clone();
+    let published = sink.published.clone();
+    let t = std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        while published.lock().unwrap().len() < 400 && start.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let took = start.elapsed();
+        s2.request_savepoint();
+        took
+    });
+    assert_eq!(
+        run_job(&p, &mut store, stop).unwrap(),
+        RunOutcome::Savepoint
+    );
+    let took = t.join().unwrap();
+    assert!(took < Duration::from_secs(10), "published after {took:?}");
+    assert_eq!(sorted(&sink.published), (0..400).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_slow_discovery_does_not_hold_up_checkpoints() {
+    let sink = Collect::default();
+    // Every discovery after the first takes 3 s; checkpoints are due every 50 ms.
+    let p = plan("env { job.mode = STREAMING, checkpoint.interval = 50 }\nsource { Numbers { rows = 200, splits = 2, discover_sleep_ms = 3000 } }\nsink { Collect {} }", &sink);
+    let mut store = MemoryStore::default();
+    let stop = StopHandle::default();
+    let s2 = stop.clone();
+    let commits = sink.commits.clone();
+    let t = std::thread::spawn(move || {
+        // The second discovery starts about 200 ms in and sleeps until about 3.2 s.
+        std::thread::sleep(Duration::from_millis(500));
+        let before = commits.lock().unwrap().len();
+        std::thread::sleep(Duration::from_millis(1500));
+        let after = commits.lock().unwrap().len();
+        s2.request_savepoint();
+        (before, after)
+    });
+    assert_eq!(
+        run_job(&p, &mut store, stop).unwrap(),
+        RunOutcome::Savepoint
+    );
+    let (before, after) = t.join().unwrap();
+    // About 30 in those 1.5 s; on the coordinator thread the discovery allowed none.
+    assert!(
+        after >= before + 5,
+        "{} checkpoints completed while the enumerator discovered",
+        after - before
+    );
+    assert_eq!(sorted(&sink.published), (0..200).collect::<Vec<_>>());
+}
+
+#[test]
 fn min_pause_keeps_checkpoints_apart_however_short_the_interval() {
     let sink = Collect::default();
     let p = plan("env { job.mode = STREAMING, checkpoint.interval = 5, checkpoint.min-pause = 250 }\nsource { Numbers { rows = 100000, splits = 2 } }\nsink { Collect {} }", &sink);
@@ -444,6 +531,7 @@ fn the_engine_and_checkpoint_crates_depend_on_no_connector() {
         ),
         concat!(env!("CARGO_MANIFEST_DIR"), "/../ferry-api/Cargo.toml"),
         concat!(env!("CARGO_MANIFEST_DIR"), "/../ferry-config/Cargo.toml"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../ferry-plan/Cargo.toml"),
     ] {
         let text = std::fs::read_to_string(manifest).unwrap();
         for forbidden in [
@@ -458,4 +546,25 @@ fn the_engine_and_checkpoint_crates_depend_on_no_connector() {
             );
         }
     }
+}
+
+#[test]
+fn neither_engine_depends_on_the_other_and_both_on_the_planner() {
+    let manifest = |crate_dir: &str| {
+        std::fs::read_to_string(format!(
+            "{}/../{crate_dir}/Cargo.toml",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let (engine, spark) = (manifest("ferry-engine"), manifest("ferry-spark"));
+    assert!(
+        !engine.contains("ferry-spark"),
+        "ferry-engine depends on ferry-spark"
+    );
+    assert!(
+        !spark.contains("ferry-engine"),
+        "ferry-spark depends on ferry-engine"
+    );
+    assert!(engine.contains("ferry-plan") && spark.contains("ferry-plan"));
 }

@@ -1,13 +1,15 @@
 //! A job as the Spark engine carries it: the job file's text and variables travel to
-//! every Spark worker, which builds the same plan with `ferry_engine::build_plan` and the
-//! same registry as the `ferry` binary. No connector or planning logic lives here.
+//! every Spark worker, which builds the same plan with `ferry_plan::build_plan` and the
+//! same registry as the `ferry` binary. No connector or planning logic lives here: the
+//! plan-graph queries (chains, the tables of a stream) are `ferry_plan`'s too.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ferry_api::{Boundedness, FerryError, JobMode, Result, TableSchema};
-use ferry_engine::{build_plan, Delivery, JobPlan, PlanOptions};
+pub use ferry_plan::Chain;
+use ferry_plan::{build_plan, Delivery, JobPlan, PlanOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -72,25 +74,6 @@ impl JobSpec {
     }
 }
 
-/// A run of the plan that one Spark task can carry from end to end: a source, the
-/// transforms that follow it one after another (each the only reader of the stream before
-/// it), and the sink after them when it is the only reader of the last stream.
-///
-/// The Spark engine runs a chain's transforms inside the source's read task rather than
-/// as a `mapInArrow` step each, and in batch mode the sink too: rows then never cross into
-/// the JVM, which is where Ferry on Spark spent most of its time (`bench/results/spark-profile.md`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Chain {
-    /// The source's index.
-    pub source: usize,
-    /// The transforms' indices, in the order they apply.
-    pub transforms: Vec<usize>,
-    /// The sink's index, when the chain ends in one.
-    pub sink: Option<usize>,
-    /// The stream the chain produces (the last transform's output, or the source's).
-    pub output: String,
-}
-
 /// A job's spec and its plan.
 #[derive(Debug)]
 pub struct SparkJob {
@@ -136,24 +119,7 @@ impl SparkJob {
 
     /// The tables stream `stream` carries (its last definition).
     pub fn stream_tables(&self, stream: &str) -> Result<&[TableSchema]> {
-        self.stream_tables_before(stream, self.plan.transforms.len())
-    }
-
-    /// The tables of stream `stream` as the transforms before transform `index` leave it.
-    fn stream_tables_before(&self, stream: &str, index: usize) -> Result<&[TableSchema]> {
-        let p = &self.plan;
-        p.transforms[..index.min(p.transforms.len())]
-            .iter()
-            .rev()
-            .find(|t| t.output == stream)
-            .map(|t| t.tables.as_slice())
-            .or_else(|| {
-                p.sources
-                    .iter()
-                    .find(|s| s.output == stream)
-                    .map(|s| s.tables.as_slice())
-            })
-            .ok_or_else(|| FerryError::internal(format!("no stream named '{stream}' in the plan")))
+        self.plan.stream_tables(stream)
     }
 
     /// The tables source `index` emits.
@@ -179,16 +145,7 @@ impl SparkJob {
 
     /// The tables transform `index` receives: those of its input streams, in order.
     pub fn transform_input(&self, index: usize) -> Result<Vec<TableSchema>> {
-        let t = self
-            .plan
-            .transforms
-            .get(index)
-            .ok_or_else(|| FerryError::internal(format!("no transform {index}")))?;
-        let mut out = Vec::new();
-        for input in &t.inputs {
-            out.extend(self.stream_tables_before(input, index)?.iter().cloned());
-        }
-        Ok(out)
+        self.plan.transform_input(index)
     }
 
     /// The tables transform `index` emits.
@@ -201,64 +158,9 @@ impl SparkJob {
         Ok(&t.tables)
     }
 
-    /// The job cut into [`Chain`]s, one per source, in source order. (Stream names are
-    /// unique in a plan, and a transform reads only streams defined before it.)
+    /// The job cut into [`Chain`]s, one per source, in source order.
     pub fn chains(&self) -> Vec<Chain> {
-        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-        enum Node {
-            Source(usize),
-            Transform(usize),
-            Sink(usize),
-        }
-        let p = &self.plan;
-        let mut producer: HashMap<&str, Node> = HashMap::new();
-        let mut consumers: HashMap<Node, Vec<Node>> = HashMap::new();
-        for (i, s) in p.sources.iter().enumerate() {
-            producer.insert(&s.output, Node::Source(i));
-        }
-        for (i, t) in p.transforms.iter().enumerate() {
-            for input in &t.inputs {
-                if let Some(n) = producer.get(input.as_str()) {
-                    consumers.entry(*n).or_default().push(Node::Transform(i));
-                }
-            }
-            producer.insert(&t.output, Node::Transform(i));
-        }
-        for (k, s) in p.sinks.iter().enumerate() {
-            for input in &s.inputs {
-                if let Some(n) = producer.get(input.as_str()) {
-                    consumers.entry(*n).or_default().push(Node::Sink(k));
-                }
-            }
-        }
-        p.sources
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let mut chain = Chain {
-                    source: i,
-                    transforms: Vec::new(),
-                    sink: None,
-                    output: s.output.clone(),
-                };
-                let mut node = Node::Source(i);
-                loop {
-                    match consumers.get(&node).map(Vec::as_slice) {
-                        Some([Node::Transform(t)]) if p.transforms[*t].inputs.len() == 1 => {
-                            chain.transforms.push(*t);
-                            chain.output = p.transforms[*t].output.clone();
-                            node = Node::Transform(*t);
-                        }
-                        Some([Node::Sink(k)]) if p.sinks[*k].inputs.len() == 1 => {
-                            chain.sink = Some(*k);
-                            break;
-                        }
-                        _ => break,
-                    }
-                }
-                chain
-            })
-            .collect()
+        self.plan.chains()
     }
 
     /// The plan as the Python driver reads it: sources, transforms and sinks with their
@@ -315,6 +217,8 @@ impl SparkJob {
             "delivery": delivery,
             "delivery_reason": reason,
             "checkpoint_interval_ms": p.checkpoint.interval_ms,
+            // How a STREAMING job's micro-batches run: the planner decides, not the driver.
+            "micro_batch": p.checkpoint.micro_batch(),
             "fingerprint": p.fingerprint,
             "sources": sources,
             "transforms": transforms,

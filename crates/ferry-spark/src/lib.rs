@@ -6,7 +6,7 @@
 //! Spark Python data sources and drives the job. See `docs/spark.md`.
 //!
 //! - [`job`]: the job file's text and variables travel to the workers, which build the
-//!   same plan as the `ferry` binary (`ferry_engine::build_plan`, `ferry_plugins`).
+//!   same plan as the `ferry` binary (`ferry_plan::build_plan`, `ferry_plugins`).
 //! - [`convert`]: Ferry's Arrow types ↔ the types Spark accepts, and row kinds.
 //! - [`source`]: batch splits, streaming offsets and partition readers.
 //! - [`sink`]: writers, exactly-once commits per Spark batch, transforms.

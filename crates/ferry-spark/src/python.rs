@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::job::{cached, JobSpec, SparkJob};
 use crate::sink::{PartitionWriter, TransformRunner};
 use crate::source::{
-    assign_all, stream_partitions, PartitionReader, StreamOffset, StreamPartition, StreamPlanner,
+    assign_all, stream_partitions, PartitionReader, StreamOffset, StreamOffsets, StreamPartition,
 };
 use crate::state;
 
@@ -91,16 +91,18 @@ fn json_arg(text: &str, what: &str) -> PyResult<Value> {
         .map_err(|e| FerryError::new_err(format!("internal error: malformed {what}: {e}")))
 }
 
-/// Reads the job file at `path` with user variables and plans it. Returns the spec (JSON
-/// text every worker gets) and the plan (JSON).
+/// Reads the job file at `path` with user variables (`-i NAME=VALUE` as given, parsed by
+/// the same code as the `ferry` binary's) and plans it. Returns the spec (JSON text every
+/// worker gets) and the plan (JSON).
 #[pyfunction]
 #[pyo3(signature = (path, variables, parallelism=None, job_id=None))]
 fn load_job(
     path: &str,
-    variables: Vec<(String, String)>,
+    variables: Vec<String>,
     parallelism: Option<usize>,
     job_id: Option<String>,
 ) -> PyResult<(String, String)> {
+    let variables = ferry_plan::parse_vars(&variables).map_err(err)?;
     let spec = JobSpec::from_file(Path::new(path), &variables, parallelism, job_id).map_err(err)?;
     let text = spec.to_json();
     let j = job(&text)?;
@@ -263,11 +265,11 @@ impl SourcePartition {
     }
 }
 
-/// Plans the micro-batches of a streaming source (driver side).
+/// The micro-batch offsets of a streaming source (driver side).
 #[pyclass(module = "ferry_spark._native")]
 struct StreamSource {
     spec: String,
-    planner: Mutex<StreamPlanner>,
+    offsets: Mutex<StreamOffsets>,
 }
 
 #[pymethods]
@@ -275,10 +277,10 @@ impl StreamSource {
     #[new]
     fn new(spec: &str, source: usize, location: &str) -> PyResult<Self> {
         let j = job(spec)?;
-        let planner = StreamPlanner::new(j, source, PathBuf::from(location)).map_err(err)?;
+        let offsets = StreamOffsets::new(j, source, PathBuf::from(location)).map_err(err)?;
         Ok(StreamSource {
             spec: spec.to_string(),
-            planner: Mutex::new(planner),
+            offsets: Mutex::new(offsets),
         })
     }
 
@@ -290,7 +292,7 @@ impl StreamSource {
 
     /// The end offset of the next micro-batch (canonical JSON).
     fn latest_offset(&self, py: Python<'_>) -> PyResult<String> {
-        py.detach(|| lock(&self.planner).and_then(|mut p| p.latest_offset().map_err(err)))
+        py.detach(|| lock(&self.offsets).and_then(|mut p| p.latest_offset().map_err(err)))
     }
 
     /// The partition descriptors of the batch ending at `end` (JSON texts).
@@ -298,7 +300,7 @@ impl StreamSource {
     fn partitions(
         end: &str,
         location: &str,
-        budget_ms: u64,
+        budget_ms: Option<u64>,
         max_rows: u64,
     ) -> PyResult<Vec<String>> {
         let end = StreamOffset::parse(end).map_err(err)?;
@@ -494,7 +496,7 @@ fn open_job_dir(
 fn setup_sinks(spec: &str, job_dir: &str) -> PyResult<()> {
     let j = job(spec)?;
     let resumed = !job_dir.is_empty() && state::last_committed(Path::new(job_dir)).is_some();
-    ferry_engine::setup_sinks(&j.plan, resumed).map_err(err)
+    ferry_plan::setup_sinks(&j.plan, resumed).map_err(err)
 }
 
 /// Writes the `state` file `ferry jobs` reads.
@@ -503,6 +505,45 @@ fn set_state(job_dir: &str, job_id: &str, state_name: &str, pid: u32) -> PyResul
     let s = state::parse_state(state_name).map_err(err)?;
     let dir = Path::new(job_dir);
     state::set_state(dir, job_id, s, pid, state::last_committed(dir)).map_err(err)
+}
+
+/// The checkpoint directory when none is given (`$FERRY_HOME/checkpoints`), as the
+/// `ferry` binary has it.
+#[pyfunction]
+fn default_checkpoint_dir() -> String {
+    ferry_plan::jobdir::default_checkpoint_dir()
+        .display()
+        .to_string()
+}
+
+/// Stop requests to the driver ([`ferry_plan::StopRequests`], the `ferry` binary's rules):
+/// signals the driver's Python handler passes on, and the job directory's `control` file.
+#[pyclass(module = "ferry_spark._native")]
+struct StopRequests {
+    inner: Mutex<ferry_plan::StopRequests>,
+}
+
+#[pymethods]
+impl StopRequests {
+    /// Watches `job_dir`'s `control` file (`None`: no job directory), dropping a request
+    /// an earlier run left there.
+    #[new]
+    #[pyo3(signature = (job_dir=None))]
+    fn new(job_dir: Option<&str>) -> Self {
+        StopRequests {
+            inner: Mutex::new(ferry_plan::StopRequests::new(job_dir.map(Path::new))),
+        }
+    }
+
+    /// A stop signal arrived; `True` when it is the first request.
+    fn signal(&self) -> PyResult<bool> {
+        Ok(lock(&self.inner)?.signal())
+    }
+
+    /// The request so far: `"savepoint"`, `"cancel"` or `None`.
+    fn poll(&self) -> PyResult<Option<&'static str>> {
+        Ok(lock(&self.inner)?.poll().map(ferry_plan::StopRequest::name))
+    }
 }
 
 /// The Python module.
@@ -519,6 +560,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recover_commits, m)?)?;
     m.add_function(wrap_pyfunction!(open_job_dir, m)?)?;
     m.add_function(wrap_pyfunction!(set_state, m)?)?;
+    m.add_function(wrap_pyfunction!(default_checkpoint_dir, m)?)?;
+    m.add_class::<StopRequests>()?;
     m.add_class::<SourcePartition>()?;
     m.add_class::<StreamSource>()?;
     m.add_class::<Transform>()?;

@@ -10,7 +10,8 @@
 use std::path::Path;
 
 use arrow::array::RecordBatch;
-use ferry_api::{ChangeBatch, FerryError, Result, SinkWriter, TransformInstance, WriterContext};
+use ferry_api::{ChangeBatch, FerryError, Result, SinkWriter, WriterContext};
+use ferry_plan::ChainedTransform;
 use serde_json::Value;
 
 use crate::convert::StreamCodec;
@@ -237,7 +238,8 @@ pub fn abort(job: &SparkJob, sink: usize, checkpoint_id: u64, infos: Vec<Value>)
 
 /// Transform `index` of a job, applied to batches from Spark (`mapInArrow`).
 pub struct TransformRunner {
-    instance: Box<dyn TransformInstance>,
+    /// The instance, run as the embedded engine and fused chains run it.
+    transform: ChainedTransform,
     /// Its input: the union of its input streams' tables.
     input: StreamCodec,
     output: StreamCodec,
@@ -252,7 +254,7 @@ impl TransformRunner {
             .get(index)
             .ok_or_else(|| FerryError::internal(format!("no transform {index}")))?;
         Ok(TransformRunner {
-            instance: node.transform.create_instance()?,
+            transform: ChainedTransform::new(node)?,
             input: StreamCodec::new(&job.transform_input(index)?)?,
             output: StreamCodec::new(&node.tables)?,
         })
@@ -262,10 +264,8 @@ impl TransformRunner {
     pub fn apply(&mut self, batch: &RecordBatch) -> Result<Option<RecordBatch>> {
         let mut out = Vec::new();
         for b in self.input.from_spark(batch)? {
-            if let Some(t) = self.instance.transform(b)? {
-                if t.num_rows() > 0 {
-                    out.push(self.output.to_spark(&t)?);
-                }
+            if let Some(t) = self.transform.apply(b)? {
+                out.push(self.output.to_spark(&t)?);
             }
         }
         match out.len() {

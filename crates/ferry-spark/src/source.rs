@@ -10,7 +10,7 @@
 //! since (new files, for example). A partition reads from there until its time or row
 //! budget is spent (or its splits end), then records how many rows it read and where its
 //! splits ended under the checkpoint location, `sources/<source>/<batch>/<subtask>`. The
-//! next batch's offset starts from those recorded states. A replayed batch (Spark re-plans
+//! next batch's offset starts from those recorded states. A replayed batch (Spark runs again
 //! a batch that has an offset but no commit) reads from the same start states exactly the
 //! recorded number of rows, so it returns the same rows for replayable sources, however
 //! long the first attempt took. The first attempt to record wins; an attempt that read a
@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use ferry_api::{
-    ChangeBatch, EnumeratorContext, FerryError, ReadStatus, ReaderContext, Result, SourceReader,
-    Split, SplitEnumerator, TransformInstance,
+    ChangeBatch, EnumeratorContext, FerryError, ReaderContext, Result, SourceReader, Split,
+    SplitEnumerator,
 };
+use ferry_plan::{Polled, SourceChain};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -40,6 +41,9 @@ use crate::job::SparkJob;
 /// How long a batch-mode enumerator may go without finding a split before it is
 /// considered stuck.
 const ENUMERATION_PATIENCE: Duration = Duration::from_secs(60);
+/// The longest a partition without a time budget waits on an idle reader before it polls
+/// again to see whether it has caught up.
+const IDLE_CHECK: Duration = Duration::from_millis(200);
 /// Readers kept open between micro-batches, per process.
 const CACHE_CAPACITY: usize = 64;
 
@@ -159,10 +163,11 @@ pub fn record_path(location: &Path, source: usize, batch: i64, subtask: usize) -
         .join(subtask.to_string())
 }
 
-/// Plans the micro-batches of one streaming source. Lives in Spark's long-lived
+/// Decides the end offset of each micro-batch of one streaming source (what its
+/// partitions read; "plan" in Ferry is the job's `JobPlan` only). Lives in Spark's long-lived
 /// driver-side reader process; after a restart it recovers from Spark's offset log and
 /// the records partitions left.
-pub struct StreamPlanner {
+pub struct StreamOffsets {
     job: Arc<SparkJob>,
     source: usize,
     location: PathBuf,
@@ -170,13 +175,13 @@ pub struct StreamPlanner {
     last: Option<StreamOffset>,
 }
 
-impl StreamPlanner {
-    /// A planner for source `source` of `job`, with Spark's checkpoint location.
+impl StreamOffsets {
+    /// The offsets of source `source` of `job`, with Spark's checkpoint location.
     pub fn new(job: Arc<SparkJob>, source: usize, location: PathBuf) -> Result<Self> {
         if job.plan.sources.get(source).is_none() {
             return Err(FerryError::internal(format!("no source {source}")));
         }
-        Ok(StreamPlanner {
+        Ok(StreamOffsets {
             job,
             source,
             location,
@@ -322,8 +327,9 @@ pub struct StreamPartition {
     pub start: PartitionStart,
     /// Spark's checkpoint location (records go under it).
     pub location: String,
-    /// How long a first attempt reads, in ms.
-    pub budget_ms: u64,
+    /// How long a first attempt reads, in ms; `None`: until its reader has caught up with
+    /// its input (`checkpoint.interval = 0`, see `ferry_plan::CheckpointSettings::micro_batch`).
+    pub budget_ms: Option<u64>,
     /// At most this many rows per batch.
     pub max_rows: u64,
 }
@@ -332,7 +338,7 @@ pub struct StreamPartition {
 pub fn stream_partitions(
     end: &StreamOffset,
     location: &str,
-    budget_ms: u64,
+    budget_ms: Option<u64>,
     max_rows: u64,
 ) -> Vec<StreamPartition> {
     end.parts
@@ -354,8 +360,13 @@ pub fn stream_partitions(
 enum Limit {
     /// Batch mode: to the end of the splits.
     Exhaust,
-    /// A first attempt: until the time or row budget is spent.
-    Budget { max_rows: u64, until: Instant },
+    /// A first attempt: until the time or row budget is spent. Without a time
+    /// (`checkpoint.interval = 0`), until the reader has caught up: it reports nothing to
+    /// read twice in a row, the second time after the wait it asked for.
+    Budget {
+        max_rows: u64,
+        until: Option<Instant>,
+    },
     /// A replay: exactly the recorded rows.
     Exact(u64),
 }
@@ -384,23 +395,19 @@ struct StreamState {
     finished: bool,
 }
 
-/// A transform run in a reader's task, with the table name its output gets.
-type FusedTransform = (Box<dyn TransformInstance>, Option<Arc<str>>);
-
 /// One Spark partition reading one reader subtask's splits, and applying the transforms
 /// fused into it ([`PartitionReader::with_transforms`]).
 pub struct PartitionReader {
-    reader: Option<Box<dyn SourceReader>>,
-    /// The table name the source's batches get (the plan's rename, as on the embedded
-    /// engine): the fused transforms check the tables they receive.
-    rename: Option<Arc<str>>,
-    /// Transforms applied in the reader's task, in order (see [`crate::job::Chain`]),
-    /// each with the table name its output gets.
-    transforms: Vec<FusedTransform>,
+    /// The reader with the transforms fused into this task, in order (see
+    /// [`crate::job::Chain`]): the executor the embedded engine's reader threads run, so
+    /// batches get the same table names and transforms on both engines.
+    reader: Option<SourceChain>,
     /// How what this partition returns (after its transforms) looks in Spark.
     codec: StreamCodec,
     limit: Limit,
     rows: u64,
+    /// The reader's last poll found nothing (see [`Limit::Budget`] without a time).
+    idle: bool,
     done: bool,
     stream: Option<StreamState>,
 }
@@ -428,12 +435,11 @@ impl PartitionReader {
         reader.add_splits(splits)?;
         reader.no_more_splits();
         Ok(PartitionReader {
-            reader: Some(reader),
-            rename: node.rename.clone(),
-            transforms: Vec::new(),
+            reader: Some(SourceChain::new(&job.plan, source, reader, &[])?),
             codec,
             limit: Limit::Exhaust,
             rows: 0,
+            idle: false,
             done: false,
             stream: None,
         })
@@ -455,7 +461,9 @@ impl PartitionReader {
         } else {
             Limit::Budget {
                 max_rows: part.max_rows.max(1),
-                until: Instant::now() + Duration::from_millis(part.budget_ms),
+                until: part
+                    .budget_ms
+                    .map(|ms| Instant::now() + Duration::from_millis(ms)),
             }
         };
         let key_base = format!(
@@ -493,12 +501,11 @@ impl PartitionReader {
             }
         };
         Ok(PartitionReader {
-            reader: Some(reader),
-            rename: node.rename.clone(),
-            transforms: Vec::new(),
+            reader: Some(SourceChain::new(&job.plan, part.source, reader, &[])?),
             codec,
             limit,
             rows: 0,
+            idle: false,
             done: false,
             stream: Some(StreamState {
                 part,
@@ -514,15 +521,11 @@ impl PartitionReader {
     /// reads: the transforms of a [`crate::job::Chain`], run in the reader's task instead
     /// of a `mapInArrow` step each (no trip through the JVM between them).
     pub fn with_transforms(mut self, job: &SparkJob, indices: &[usize]) -> Result<Self> {
-        for &i in indices {
-            let node = job
-                .plan
-                .transforms
-                .get(i)
-                .ok_or_else(|| FerryError::internal(format!("no transform {i}")))?;
-            self.transforms
-                .push((node.transform.create_instance()?, node.rename.clone()));
-            self.codec = StreamCodec::new(job.transform_output(i)?)?;
+        if let Some(chain) = self.reader.as_mut() {
+            chain.chain(&job.plan, indices)?;
+        }
+        if let Some(&last) = indices.last() {
+            self.codec = StreamCodec::new(job.transform_output(last)?)?;
         }
         Ok(self)
     }
@@ -551,7 +554,7 @@ impl PartitionReader {
                 Limit::Exhaust => false,
                 Limit::Exact(n) => self.rows >= n,
                 Limit::Budget { max_rows, until } => {
-                    self.rows >= max_rows || Instant::now() >= until
+                    self.rows >= max_rows || until.is_some_and(|u| Instant::now() >= u)
                 }
             };
             if spent {
@@ -562,43 +565,48 @@ impl PartitionReader {
                 .reader
                 .as_mut()
                 .ok_or_else(|| FerryError::internal("reader already closed"))?;
-            match reader.poll_next()? {
-                ReadStatus::Batch(b) => {
-                    let b = self.cut(b);
-                    if b.num_rows() == 0 {
-                        continue;
-                    }
+            let (limit, rows) = (&self.limit, self.rows);
+            let mut overshot = false;
+            let polled = reader.poll(|b| {
+                let (b, cut) = cut(limit, rows, b);
+                overshot = cut;
+                b
+            })?;
+            if overshot {
+                if let Some(s) = self.stream.as_mut() {
+                    s.overshot = true;
+                }
+            }
+            match polled {
+                Polled::Batch { read, out } => {
+                    self.idle = false;
                     // Rows count before transforms: a replay reads the same source rows.
-                    self.rows += b.num_rows() as u64;
-                    let mut b = b;
-                    if let Some(name) = &self.rename {
-                        b.table = name.clone();
-                    }
-                    let mut out = Some(b);
-                    for (t, rename) in &mut self.transforms {
-                        out = match out {
-                            Some(b) => t.transform(b)?,
-                            None => break,
-                        };
-                        if let (Some(b), Some(name)) = (out.as_mut(), rename.as_ref()) {
-                            b.table = name.clone();
-                        }
-                    }
-                    match out {
-                        Some(b) if b.num_rows() > 0 => return Ok(Some(b)),
-                        _ => continue,
+                    self.rows += read as u64;
+                    if let Some(b) = out {
+                        return Ok(Some(b));
                     }
                 }
-                ReadStatus::Idle(d) => {
+                Polled::Idle(d) => {
                     let d = match self.limit {
-                        Limit::Budget { until, .. } => {
-                            d.min(until.saturating_duration_since(Instant::now()))
+                        // No time budget: the batch ends once the reader has caught up, that
+                        // is, has nothing even after the wait it asked for (a first `Idle`
+                        // may be a source pacing its splits).
+                        Limit::Budget { until: None, .. } if self.idle => {
+                            self.finish()?;
+                            continue;
                         }
+                        Limit::Budget { until: None, .. } => {
+                            self.idle = true;
+                            d.min(IDLE_CHECK)
+                        }
+                        Limit::Budget {
+                            until: Some(until), ..
+                        } => d.min(until.saturating_duration_since(Instant::now())),
                         _ => d,
                     };
                     std::thread::sleep(d.max(Duration::from_millis(1)));
                 }
-                ReadStatus::Finished => {
+                Polled::Finished => {
                     if let Limit::Exact(n) = self.limit {
                         return Err(FerryError::external(
                             "spark",
@@ -614,31 +622,12 @@ impl PartitionReader {
         }
     }
 
-    /// In a replay, the rows beyond the recorded count are not part of this batch.
-    fn cut(&mut self, b: ChangeBatch) -> ChangeBatch {
-        let Limit::Exact(n) = self.limit else {
-            return b;
-        };
-        let left = n.saturating_sub(self.rows) as usize;
-        if b.num_rows() <= left {
-            return b;
-        }
-        if let Some(s) = self.stream.as_mut() {
-            s.overshot = true;
-        }
-        let kinds = b.kinds.as_ref().map(|k| k.slice(0, left));
-        ChangeBatch {
-            table: b.table.clone(),
-            data: b.data.slice(0, left),
-            kinds,
-        }
-    }
-
     fn finish(&mut self) -> Result<()> {
         self.done = true;
-        let Some(mut reader) = self.reader.take() else {
+        let Some(chain) = self.reader.take() else {
             return Ok(());
         };
+        let mut reader = chain.into_reader();
         let Some(s) = self.stream.as_ref() else {
             return reader.close();
         };
@@ -668,6 +657,25 @@ impl PartitionReader {
         }
         Ok(())
     }
+}
+
+/// In a replay (`limit` exact, `rows` read so far), the rows beyond the recorded count are
+/// not part of this batch: `b` without them, and whether any were cut off.
+fn cut(limit: &Limit, rows: u64, b: ChangeBatch) -> (ChangeBatch, bool) {
+    let Limit::Exact(n) = limit else {
+        return (b, false);
+    };
+    let left = n.saturating_sub(rows) as usize;
+    if b.num_rows() <= left {
+        return (b, false);
+    }
+    let kinds = b.kinds.as_ref().map(|k| k.slice(0, left));
+    let cut = ChangeBatch {
+        table: b.table.clone(),
+        data: b.data.slice(0, left),
+        kinds,
+    };
+    (cut, true)
 }
 
 /// Writes `rec` at `path` unless an earlier attempt did; then both must agree.
@@ -744,10 +752,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let job = Arc::new(SparkJob::build(spec(STREAM)).unwrap());
         let loc = dir.path().to_string_lossy().to_string();
-        let mut planner = StreamPlanner::new(job.clone(), 0, dir.path().into()).unwrap();
-        let first = StreamOffset::parse(&planner.latest_offset().unwrap()).unwrap();
+        let mut offsets = StreamOffsets::new(job.clone(), 0, dir.path().into()).unwrap();
+        let first = StreamOffset::parse(&offsets.latest_offset().unwrap()).unwrap();
         assert_eq!(first.batch, 0);
-        let parts = stream_partitions(&first, &loc, 2_000, 15);
+        let parts = stream_partitions(&first, &loc, Some(2_000), 15);
         assert_eq!(parts.len(), 2);
         let mut rows = 0;
         for p in &parts {
@@ -758,7 +766,7 @@ mod tests {
         assert_eq!(rows, 40);
         // A replay of subtask 0 reads exactly what the record says, even with no budget.
         let mut replay = parts[0].clone();
-        replay.budget_ms = 0;
+        replay.budget_ms = Some(0);
         let rec: BatchRecord =
             ferry_checkpoint::read_checked(&record_path(dir.path(), 0, 0, 0)).unwrap();
         assert_eq!(
@@ -766,10 +774,51 @@ mod tests {
             rec.rows
         );
         // The next offset carries the recorded end states.
-        let second = StreamOffset::parse(&planner.latest_offset().unwrap()).unwrap();
+        let second = StreamOffset::parse(&offsets.latest_offset().unwrap()).unwrap();
         assert_eq!(second.batch, 1);
         assert_eq!(second.parts[0].carried, rec.end);
         assert!(second.parts.iter().all(|p| p.added.is_empty()));
+    }
+
+    #[test]
+    fn with_checkpoint_interval_zero_a_micro_batch_reads_until_its_readers_catch_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = STREAM.replace(
+            "parallelism = 2",
+            "parallelism = 2, checkpoint.interval = 0",
+        );
+        let job = Arc::new(SparkJob::build(spec(&text)).unwrap());
+        // The plan says so, and the driver takes its trigger from there: back to back.
+        let plan = job.plan_json().unwrap();
+        assert_eq!(
+            plan["micro_batch"],
+            serde_json::json!({"trigger_ms": 0, "read_budget_ms": null})
+        );
+        let budget = job.plan.checkpoint.micro_batch().read_budget_ms;
+        let loc = dir.path().to_string_lossy().to_string();
+        let mut offsets = StreamOffsets::new(job.clone(), 0, dir.path().into()).unwrap();
+        let first = StreamOffset::parse(&offsets.latest_offset().unwrap()).unwrap();
+        let started = Instant::now();
+        let mut rows = 0;
+        for p in stream_partitions(&first, &loc, budget, 1_000_000) {
+            rows += drain(&mut PartitionReader::stream(&job, p).unwrap());
+        }
+        // Every row of both subtasks (FakeSource paces its splits 1 ms apart: no catching
+        // up), and the batch ended once the readers had caught up, not after a time budget
+        // (the default interval would read for 10 s).
+        assert_eq!(rows, 80);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        // The next micro-batch finds nothing new and ends at once.
+        let second = StreamOffset::parse(&offsets.latest_offset().unwrap()).unwrap();
+        let started = Instant::now();
+        for p in stream_partitions(&second, &loc, budget, 1_000_000) {
+            assert_eq!(drain(&mut PartitionReader::stream(&job, p).unwrap()), 0);
+        }
+        assert!(started.elapsed() < Duration::from_secs(2));
     }
 
     #[test]
@@ -777,8 +826,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let job = Arc::new(SparkJob::build(spec(STREAM)).unwrap());
         let loc = dir.path().to_string_lossy().to_string();
-        let mut planner = StreamPlanner::new(job.clone(), 0, dir.path().into()).unwrap();
-        let text = planner.latest_offset().unwrap();
+        let mut offsets = StreamOffsets::new(job.clone(), 0, dir.path().into()).unwrap();
+        let text = offsets.latest_offset().unwrap();
         let first = StreamOffset::parse(&text).unwrap();
         std::fs::create_dir_all(dir.path().join("offsets")).unwrap();
         std::fs::write(
@@ -786,10 +835,10 @@ mod tests {
             format!("v1\n{{\"batchWatermarkMs\":0}}\n{text}"),
         )
         .unwrap();
-        for p in stream_partitions(&first, &loc, 2_000, 1_000) {
+        for p in stream_partitions(&first, &loc, Some(2_000), 1_000) {
             drain(&mut PartitionReader::stream(&job, p).unwrap());
         }
-        let mut again = StreamPlanner::new(job, 0, dir.path().into()).unwrap();
+        let mut again = StreamOffsets::new(job, 0, dir.path().into()).unwrap();
         let next = StreamOffset::parse(&again.latest_offset().unwrap()).unwrap();
         assert_eq!(next.batch, 1);
         // Everything was read in batch 0: nothing is carried or added.

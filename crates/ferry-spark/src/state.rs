@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use ferry_api::{FerryError, Result};
-use ferry_checkpoint::{FileStore, JobInfo, JobLayout, JobLock, JobState};
+use ferry_checkpoint::{JobInfo, JobLayout, JobLock, JobState};
 use serde::{Deserialize, Serialize};
 
 /// What `layout` holds.
@@ -47,19 +47,7 @@ pub fn open_job_dir(
 ) -> Result<OpenedJobDir> {
     let root = ferry_checkpoint::job_dir(dir, job_id)?;
     let lock = JobLock::acquire(&root, job_id)?;
-    if let Ok(info) = FileStore::read_state(&root) {
-        if info.engine != "spark" {
-            return Err(FerryError::config(format!(
-                "job '{job_id}' in {} was run by the {} engine; use another --job-id for Spark",
-                dir.display(),
-                if info.engine.is_empty() {
-                    "local"
-                } else {
-                    &info.engine
-                }
-            )));
-        }
-    }
+    ferry_plan::jobdir::check_engine(&root, job_id, ferry_plan::jobdir::SPARK_ENGINE)?;
     let discarded = if from_scratch {
         discard_history(&root)?
     } else {
@@ -72,15 +60,14 @@ pub fn open_job_dir(
         lock,
     };
     let path = root.join("layout");
-    let refuse = |why: String| {
-        FerryError::config(format!(
-            "job '{job_id}' in {} cannot be resumed by this job file: {why}. Restore the job file it ran with, start anew with --from-scratch, or use another --job-id",
-            dir.display()
-        ))
-    };
     let changes = match ferry_checkpoint::read_checked::<SavedLayout>(&path) {
         Ok(saved) if saved.fingerprint == fingerprint => return Ok(opened(Vec::new())),
-        Ok(saved) => layout.resume_from(&saved.layout).map_err(refuse)?,
+        Ok(saved) => ferry_plan::jobdir::check_resume(
+            job_id,
+            &format!("its last run in {}", dir.display()),
+            layout,
+            Some(&saved.layout),
+        )?,
         Err(_) => Vec::new(),
     };
     let body = serde_json::to_vec(&SavedLayout {
@@ -157,7 +144,7 @@ pub fn set_state(
         job_id: job_id.to_string(),
         state,
         pid,
-        engine: "spark".into(),
+        engine: ferry_plan::jobdir::SPARK_ENGINE.into(),
         last_checkpoint,
         updated,
     };
@@ -187,6 +174,7 @@ pub fn last_committed(job_dir: &Path) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_checkpoint::FileStore;
 
     fn layout(parallelism: usize) -> JobLayout {
         let options = serde_json::Map::new();
@@ -257,7 +245,7 @@ mod tests {
         let e = open_job_dir(dir.path(), "l", "fp", &layout(1), false)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("local engine"), "{e}");
+        assert!(e.contains("run by the local engine"), "{e}");
         assert!(open_job_dir(dir.path(), "../x", "fp", &layout(1), false).is_err());
     }
 

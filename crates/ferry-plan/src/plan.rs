@@ -1,4 +1,4 @@
-//! Turns a parsed job file into a plan: every plugin created through the registry,
+//! Turns a parsed job file into a [`JobPlan`]: every plugin created through the registry,
 //! every table's schema known, and the wiring between them checked, before any data flows.
 
 use std::collections::BTreeMap;
@@ -61,6 +61,89 @@ pub struct CheckpointSettings {
     pub retry_times: u32,
     /// Pause before each restart (`job.retry.interval.seconds`).
     pub retry_interval: std::time::Duration,
+}
+
+/// `checkpoint.interval` of a STREAMING job that sets none, in ms: SeaTunnel's engine
+/// checkpoints streaming jobs every 10 s, and transactional sinks publish only at
+/// checkpoints.
+pub const DEFAULT_STREAMING_INTERVAL_MS: u64 = 10_000;
+/// `checkpoint.timeout` when the job sets none, in ms.
+pub const DEFAULT_TIMEOUT_MS: u64 = 600_000;
+/// `checkpoint.retained` when the job sets none.
+pub const DEFAULT_RETAINED: usize = 3;
+/// `job.retry.interval.seconds` when the job sets none.
+pub const DEFAULT_RETRY_INTERVAL_SECS: u64 = 3;
+
+impl CheckpointSettings {
+    /// The settings of a job in `mode` with `env`, every default applied: the one place
+    /// both engines take them from.
+    ///
+    /// `checkpoint.interval = 0` means *no periodic checkpoint* on every engine. A BATCH
+    /// job then takes only its final checkpoint. A STREAMING job checkpoints whenever every
+    /// reader has caught up with its input (as if `checkpoint.on-idle = true`), besides
+    /// savepoints: on Spark, where a micro-batch is a checkpoint, each micro-batch reads
+    /// until its readers have caught up and the next starts at once (see
+    /// [`CheckpointSettings::micro_batch`]); a streaming job that never committed until it
+    /// is stopped would hold every transactional sink's output back indefinitely.
+    pub fn from_env(env: &ferry_config::EnvConfig, mode: JobMode) -> Self {
+        let checkpoint_mode = match env
+            .checkpoint_mode
+            .as_deref()
+            .map(|m| m.to_ascii_lowercase().replace('_', "-"))
+        {
+            Some(m) if m == "at-least-once" => CheckpointMode::AtLeastOnce,
+            _ => CheckpointMode::ExactlyOnce,
+        };
+        let interval_ms = match (env.checkpoint_interval_ms, mode) {
+            (Some(0), _) => None,
+            (Some(i), _) => Some(i),
+            (None, JobMode::Streaming) => Some(DEFAULT_STREAMING_INTERVAL_MS),
+            (None, JobMode::Batch) => None,
+        };
+        let zero_streaming = env.checkpoint_interval_ms == Some(0) && mode == JobMode::Streaming;
+        CheckpointSettings {
+            interval_ms,
+            timeout_ms: env.checkpoint_timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+            on_idle: env.checkpoint_on_idle.unwrap_or(false) || zero_streaming,
+            min_pause: std::time::Duration::from_millis(env.checkpoint_min_pause_ms.unwrap_or(0)),
+            mode: checkpoint_mode,
+            retained: env.checkpoint_retained.unwrap_or(DEFAULT_RETAINED).max(1),
+            retry_times: env.retry_times.unwrap_or(0),
+            retry_interval: std::time::Duration::from_secs(
+                env.retry_interval_secs
+                    .unwrap_or(DEFAULT_RETRY_INTERVAL_SECS),
+            ),
+        }
+    }
+
+    /// How an engine whose checkpoints are micro-batches (Spark) runs a STREAMING job:
+    /// a micro-batch starts every `trigger_ms` (0: as soon as the previous one ends), and
+    /// each reader task reads for at most `read_budget_ms`, or, when that is `None`, until
+    /// its reader has caught up with its input. With a periodic interval both are the
+    /// interval; with none (`checkpoint.interval = 0`), micro-batches run back to back and
+    /// each ends when its readers have caught up: a checkpoint whenever every reader has
+    /// caught up, as the embedded engine takes one.
+    pub fn micro_batch(&self) -> MicroBatch {
+        match self.interval_ms {
+            Some(i) => MicroBatch {
+                trigger_ms: i,
+                read_budget_ms: Some(i),
+            },
+            None => MicroBatch {
+                trigger_ms: 0,
+                read_budget_ms: None,
+            },
+        }
+    }
+}
+
+/// The micro-batch schedule of a STREAMING job, see [`CheckpointSettings::micro_batch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MicroBatch {
+    /// Time between the starts of two micro-batches, ms (0: back to back).
+    pub trigger_ms: u64,
+    /// How long a reader task reads in one micro-batch, ms; `None`: until it has caught up.
+    pub read_budget_ms: Option<u64>,
 }
 
 /// A source in the plan.
@@ -274,32 +357,8 @@ pub fn build_plan(job: JobFile, registry: &Registry, opts: &PlanOptions) -> Resu
             sinks[i].label = format!("{}#{n}", sinks[i].plugin);
         }
     }
-    let mode = match job
-        .env
-        .checkpoint_mode
-        .as_deref()
-        .map(|m| m.to_ascii_lowercase().replace('_', "-"))
-    {
-        Some(m) if m == "at-least-once" => CheckpointMode::AtLeastOnce,
-        _ => CheckpointMode::ExactlyOnce,
-    };
-    let checkpoint = CheckpointSettings {
-        // Streaming jobs checkpoint every 10 s unless told otherwise, as SeaTunnel's engine does:
-        // transactional sinks publish only at checkpoints.
-        interval_ms: match (job.env.checkpoint_interval_ms, ctx.mode) {
-            (Some(0), _) => None,
-            (Some(i), _) => Some(i),
-            (None, JobMode::Streaming) => Some(10_000),
-            (None, JobMode::Batch) => None,
-        },
-        timeout_ms: job.env.checkpoint_timeout_ms.unwrap_or(600_000),
-        on_idle: job.env.checkpoint_on_idle.unwrap_or(false),
-        min_pause: std::time::Duration::from_millis(job.env.checkpoint_min_pause_ms.unwrap_or(0)),
-        mode,
-        retained: job.env.checkpoint_retained.unwrap_or(3).max(1),
-        retry_times: job.env.retry_times.unwrap_or(0),
-        retry_interval: std::time::Duration::from_secs(job.env.retry_interval_secs.unwrap_or(3)),
-    };
+    let checkpoint = CheckpointSettings::from_env(&job.env, ctx.mode);
+    let mode = checkpoint.mode;
     let delivery = decide_delivery(&sources, &sinks, mode);
     Ok(JobPlan {
         job: ctx,
@@ -513,5 +572,56 @@ fn describe_tables(s: &mut String, tables: &[TableSchema]) {
             })
             .collect();
         let _ = writeln!(s, "    table {}: {}", t.name, cols.join(", "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_config::EnvConfig;
+
+    fn settings(mode: JobMode, interval: Option<u64>) -> CheckpointSettings {
+        let env = EnvConfig {
+            checkpoint_interval_ms: interval,
+            ..EnvConfig::default()
+        };
+        CheckpointSettings::from_env(&env, mode)
+    }
+
+    #[test]
+    fn checkpoint_interval_zero_means_no_periodic_checkpoint_on_every_engine() {
+        // BATCH: the final checkpoint only, with or without 0.
+        for i in [None, Some(0)] {
+            let s = settings(JobMode::Batch, i);
+            assert_eq!((s.interval_ms, s.on_idle), (None, false), "{i:?}");
+        }
+        // STREAMING with 0: whenever every reader has caught up; on Spark micro-batches
+        // back to back, each read until its readers have caught up.
+        let s = settings(JobMode::Streaming, Some(0));
+        assert_eq!((s.interval_ms, s.on_idle), (None, true));
+        assert_eq!(
+            s.micro_batch(),
+            MicroBatch {
+                trigger_ms: 0,
+                read_budget_ms: None
+            }
+        );
+        // STREAMING without an interval: every 10 s, on both engines.
+        let s = settings(JobMode::Streaming, None);
+        assert_eq!((s.interval_ms, s.on_idle), (Some(10_000), false));
+        assert_eq!(
+            s.micro_batch(),
+            MicroBatch {
+                trigger_ms: 10_000,
+                read_budget_ms: Some(10_000)
+            }
+        );
+        assert_eq!(
+            settings(JobMode::Streaming, Some(500)).micro_batch(),
+            MicroBatch {
+                trigger_ms: 500,
+                read_budget_ms: Some(500)
+            }
+        );
     }
 }
