@@ -245,20 +245,23 @@ impl PluginLocation {
 /// Whether an option's value is a secret that must never be printed.
 pub fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    [
-        "password",
-        "passwd",
-        "secret",
-        "token",
-        "credential",
-        "private_key",
-        "access_key",
-        "secret_key",
-        "api_key",
-        "apikey",
-    ]
-    .iter()
-    .any(|s| k.contains(s))
+    // Redis's password option (SeaTunnel's `auth`), matched whole: `author` is no secret.
+    k == "auth"
+        || k.ends_with(".auth")
+        || [
+            "password",
+            "passwd",
+            "secret",
+            "token",
+            "credential",
+            "private_key",
+            "access_key",
+            "secret_key",
+            "api_key",
+            "apikey",
+        ]
+        .iter()
+        .any(|s| k.contains(s))
 }
 
 /// Shows a value in an error message, or `<redacted>` for a secret option.

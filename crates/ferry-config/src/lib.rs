@@ -19,6 +19,7 @@
 
 mod env;
 mod plan;
+mod shade;
 mod value;
 mod vars;
 mod walk;

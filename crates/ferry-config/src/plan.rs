@@ -68,6 +68,9 @@ pub(crate) fn build(mut root: Map<String, Value>, walk: Walk, file: &str) -> Res
     fingerprint_doc.insert("env".into(), Value::Object(env_values.clone()));
     let env_options = env_values.clone();
     let env = read_env(env_values, file, env_lines, &mut warnings)?;
+    if let Some(id) = crate::shade::identifier(&env_options) {
+        crate::shade::decode(&mut root, &id, file)?;
+    }
 
     let sources = read_section(&mut root, &walk, file, PluginKind::Source, &mut warnings)?;
     let transforms = read_section(&mut root, &walk, file, PluginKind::Transform, &mut warnings)?;

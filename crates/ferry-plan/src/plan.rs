@@ -386,10 +386,10 @@ fn decide_delivery(sources: &[SourceNode], sinks: &[SinkNode], mode: CheckpointM
         .iter()
         .find(|s| s.sink.delivery() != SinkDelivery::ExactlyOnce)
     {
-        return Delivery::AtLeastOnce(format!(
-            "sink {} is neither transactional nor idempotent",
-            s.plugin
-        ));
+        return Delivery::AtLeastOnce(match s.sink.delivery_reason() {
+            Some(why) => format!("sink {}: {why}", s.plugin),
+            None => format!("sink {} is neither transactional nor idempotent", s.plugin),
+        });
     }
     Delivery::ExactlyOnce
 }
@@ -519,9 +519,14 @@ impl JobPlan {
             }
         }
         for src in &self.sources {
+            let replay = if src.source.is_replayable() {
+                "replayable"
+            } else {
+                "not replayable: rows after the last checkpoint may come again"
+            };
             let _ = writeln!(
                 s,
-                "source {} (parallelism {}) -> {}",
+                "source {} (parallelism {}) -> {} [{replay}]",
                 src.plugin, src.parallelism, src.output
             );
             describe_tables(&mut s, &src.tables);
@@ -539,13 +544,26 @@ impl JobPlan {
         for k in &self.sinks {
             let _ = writeln!(
                 s,
-                "sink {} (parallelism {}) <- {}",
+                "sink {} (parallelism {}) <- {} [{}]",
                 k.label,
                 k.parallelism,
-                k.inputs.join(", ")
+                k.inputs.join(", "),
+                sink_guarantee(k.sink.as_ref())
             );
         }
         s
+    }
+}
+
+/// A sink's own guarantee and its reason, as `ferry check` prints it.
+fn sink_guarantee(sink: &dyn ferry_api::Sink) -> String {
+    let what = match sink.delivery() {
+        SinkDelivery::ExactlyOnce => "exactly-once",
+        SinkDelivery::AtLeastOnce => "at-least-once",
+    };
+    match sink.delivery_reason() {
+        Some(why) => format!("{what}: {why}"),
+        None => what.to_string(),
     }
 }
 

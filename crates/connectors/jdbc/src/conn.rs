@@ -1,0 +1,373 @@
+//! Where to connect and how: the dialect chosen from `url` and `driver`, the URL's host,
+//! port, database and properties, and connections on the process's I/O runtime.
+//!
+//! The password is kept in [`Secret`], whose `Debug` prints nothing, and no message built
+//! here contains it: errors name the host and port, the user and the database only.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use ferry_api::{FerryError, Options, Result};
+
+/// The SQL dialect of the server, which decides quoting, upserts, types and the fast paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// PostgreSQL (`jdbc:postgresql://`, `org.postgresql.Driver`).
+    Postgres,
+    /// MySQL and MariaDB (`jdbc:mysql://`, `jdbc:mariadb://`, their drivers).
+    MySql,
+}
+
+/// Java driver class names job files give, and the dialect each selects.
+pub const DRIVERS: &[(&str, Dialect)] = &[
+    ("org.postgresql.Driver", Dialect::Postgres),
+    ("com.mysql.cj.jdbc.Driver", Dialect::MySql),
+    ("com.mysql.jdbc.Driver", Dialect::MySql),
+    ("org.mariadb.jdbc.Driver", Dialect::MySql),
+];
+
+impl Dialect {
+    /// The catalog name SeaTunnel gives tables of this dialect.
+    pub fn catalog_name(self) -> &'static str {
+        match self {
+            Dialect::Postgres => "Postgres",
+            Dialect::MySql => "MySQL",
+        }
+    }
+
+    /// Quotes an identifier (`"a"` / `` `a` ``), doubling the quote character inside.
+    pub fn quote(self, ident: &str) -> String {
+        match self {
+            Dialect::Postgres => format!("\"{}\"", ident.replace('"', "\"\"")),
+            Dialect::MySql => format!("`{}`", ident.replace('`', "``")),
+        }
+    }
+
+    /// A dotted table path quoted part by part.
+    pub fn quote_path(self, parts: &[&str]) -> String {
+        parts
+            .iter()
+            .map(|p| self.quote(p))
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+}
+
+/// A password that never prints.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Everything needed to open a connection.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    /// The dialect.
+    pub dialect: Dialect,
+    /// Host name or address (the first one when the URL lists several).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// The database the URL names (may be empty for MySQL).
+    pub database: String,
+    /// User name.
+    pub user: String,
+    /// Password, if any.
+    pub password: Option<Secret>,
+    /// URL properties (`?a=b&c=d`) and the `properties` option, as given.
+    pub properties: BTreeMap<String, String>,
+    /// How long to wait for a connection (`connection_check_timeout_sec`).
+    pub connect_timeout: Duration,
+}
+
+impl ConnInfo {
+    /// `host:port`, for messages.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// Reads `url`, `driver`, `user`/`username`, `password`, `properties` and
+    /// `connection_check_timeout_sec`.
+    pub fn from_options(o: &mut Options) -> Result<ConnInfo> {
+        let url = o.required_string("url")?;
+        let (dialect, rest) = if let Some(r) = url.strip_prefix("jdbc:postgresql://") {
+            (Dialect::Postgres, r)
+        } else if let Some(r) = url
+            .strip_prefix("jdbc:mysql://")
+            .or_else(|| url.strip_prefix("jdbc:mariadb://"))
+        {
+            (Dialect::MySql, r)
+        } else {
+            return Err(o.location().error_with_hint(
+                "url",
+                "is not a URL of a supported database",
+                "supported: jdbc:postgresql://host:port/db, jdbc:mysql://host:port/db, jdbc:mariadb://host:port/db",
+            ));
+        };
+        if let Some(driver) = o.string("driver")? {
+            let supported = || {
+                DRIVERS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            match DRIVERS.iter().find(|(n, _)| *n == driver.trim()) {
+                None => {
+                    return Err(o.location().error_with_hint(
+                        "driver",
+                        format!("driver '{driver}' is not supported"),
+                        format!("supported drivers: {}", supported()),
+                    ))
+                }
+                Some((_, d)) if *d != dialect => {
+                    return Err(o.location().error(
+                        "driver",
+                        format!("driver '{driver}' does not match the url's database"),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        let (authority, path_query) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => match rest.find('?') {
+                Some(i) => (&rest[..i], &rest[i..]),
+                None => (rest, ""),
+            },
+        };
+        let (db, query) = match path_query.find('?') {
+            Some(i) => (&path_query[..i], &path_query[i + 1..]),
+            None => (path_query, ""),
+        };
+        // Several hosts (failover lists) are allowed in JDBC URLs; Ferry connects to the first.
+        let first = authority.split(',').next().unwrap_or("");
+        let first = first.rsplit('@').next().unwrap_or(first);
+        let default_port = match dialect {
+            Dialect::Postgres => 5432,
+            Dialect::MySql => 3306,
+        };
+        let (host, port) = split_host_port(first, default_port).ok_or_else(|| {
+            o.location()
+                .error("url", format!("invalid host:port '{first}'"))
+        })?;
+        let mut properties = BTreeMap::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            properties.insert(k.to_string(), v.to_string());
+        }
+        if let Some(extra) = o.object("properties")? {
+            for (k, v) in extra {
+                let v = match v {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                properties.insert(k, v);
+            }
+        }
+        let user = match o.string("user")? {
+            Some(u) => u,
+            None => match o.string("username")? {
+                Some(u) => u,
+                None => properties
+                    .get("user")
+                    .cloned()
+                    .unwrap_or_else(|| match dialect {
+                        Dialect::Postgres => "postgres".into(),
+                        Dialect::MySql => "root".into(),
+                    }),
+            },
+        };
+        let password = o
+            .string("password")?
+            .or_else(|| properties.get("password").cloned())
+            .filter(|p| !p.is_empty())
+            .map(Secret);
+        let timeout = o.u64("connection_check_timeout_sec")?.unwrap_or(30).max(1);
+        Ok(ConnInfo {
+            dialect,
+            host: host.to_string(),
+            port,
+            database: db.to_string(),
+            user,
+            password,
+            properties,
+            connect_timeout: Duration::from_secs(timeout),
+        })
+    }
+}
+
+fn split_host_port(s: &str, default: u16) -> Option<(&str, u16)> {
+    if s.is_empty() {
+        return Some(("localhost", default));
+    }
+    if let Some(rest) = s.strip_prefix('[') {
+        let end = rest.find(']')?;
+        let host = &rest[..end];
+        let port = match rest[end + 1..].strip_prefix(':') {
+            Some(p) => p.parse().ok()?,
+            None => default,
+        };
+        return Some((host, port));
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) => Some((h, p.parse().ok()?)),
+        None => Some((s, default)),
+    }
+}
+
+/// A PostgreSQL connection whose driver task runs on the I/O runtime.
+pub async fn connect_pg(info: &ConnInfo, component: &str) -> Result<tokio_postgres::Client> {
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host(&info.host)
+        .port(info.port)
+        .user(&info.user)
+        .connect_timeout(info.connect_timeout)
+        .application_name("ferry");
+    if !info.database.is_empty() {
+        cfg.dbname(&info.database);
+    }
+    if let Some(p) = &info.password {
+        cfg.password(&p.0);
+    }
+    // pgJDBC's `currentSchema` property: the schema unqualified names resolve in.
+    if let Some(schema) = info.properties.get("currentSchema") {
+        cfg.options(format!("-c search_path={schema}"));
+    }
+    let fut = cfg.connect(tokio_postgres::NoTls);
+    let (client, connection) = match tokio::time::timeout(info.connect_timeout, fut).await {
+        Ok(r) => r.map_err(|e| connect_error(info, component, &pg_error_text(&e)))?,
+        Err(_) => {
+            return Err(connect_error(
+                info,
+                component,
+                &format!("no answer within {} s", info.connect_timeout.as_secs()),
+            ))
+        }
+    };
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!("PostgreSQL connection ended: {e}");
+        }
+    });
+    Ok(client)
+}
+
+/// A MySQL/MariaDB connection.
+pub async fn connect_mysql(info: &ConnInfo, component: &str) -> Result<mysql_async::Conn> {
+    let mut opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname(info.host.clone())
+        .tcp_port(info.port)
+        .user(Some(info.user.clone()))
+        .pass(info.password.as_ref().map(|p| p.0.clone()))
+        .prefer_socket(false);
+    if !info.database.is_empty() {
+        opts = opts.db_name(Some(info.database.clone()));
+    }
+    let fut = mysql_async::Conn::new(opts);
+    let mut conn = match tokio::time::timeout(info.connect_timeout, fut).await {
+        Ok(r) => r.map_err(|e| connect_error(info, component, &e.to_string()))?,
+        Err(_) => {
+            return Err(connect_error(
+                info,
+                component,
+                &format!("no answer within {} s", info.connect_timeout.as_secs()),
+            ))
+        }
+    };
+    use mysql_async::prelude::Queryable;
+    // Text results in UTF-8 and times as stored, whatever the server's defaults.
+    conn.query_drop("SET NAMES utf8mb4, time_zone = '+00:00'")
+        .await
+        .map_err(|e| FerryError::external(component, format!("{}: {e}", info.address())))?;
+    Ok(conn)
+}
+
+fn connect_error(info: &ConnInfo, component: &str, why: &str) -> FerryError {
+    let why = match &info.password {
+        Some(p) if !p.0.is_empty() => why.replace(&p.0, "<redacted>"),
+        _ => why.to_string(),
+    };
+    FerryError::external(
+        component,
+        format!(
+            "cannot connect to {} (database '{}', user '{}') within {} s: {why}",
+            info.address(),
+            info.database,
+            info.user,
+            info.connect_timeout.as_secs()
+        ),
+    )
+}
+
+/// A PostgreSQL error with the server's message, detail and constraint when there are any
+/// (the driver's `Display` says only "db error").
+pub fn pg_error_text(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{}: {}", db.severity(), db.message());
+            if let Some(d) = db.detail() {
+                s.push_str(&format!(" ({d})"));
+            }
+            if let (Some(t), Some(c)) = (db.table(), db.constraint()) {
+                s.push_str(&format!(" [table {t}, constraint {c}]"));
+            }
+            s
+        }
+        None => {
+            let mut s = e.to_string();
+            let mut src = std::error::Error::source(e);
+            while let Some(inner) = src {
+                s.push_str(&format!(": {inner}"));
+                src = inner.source();
+            }
+            s
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn info(v: serde_json::Value) -> Result<ConnInfo> {
+        ConnInfo::from_options(&mut Options::from_json("Jdbc", v))
+    }
+
+    #[test]
+    fn urls_of_each_dialect_give_host_port_database_and_properties() {
+        let i = info(json!({"url": "jdbc:postgresql://db.example:6543/shop?sslmode=disable&stringtype=unspecified", "driver": "org.postgresql.Driver", "user": "u", "password": "p"})).unwrap();
+        assert_eq!(i.dialect, Dialect::Postgres);
+        assert_eq!(i.address(), "db.example:6543");
+        assert_eq!(i.database, "shop");
+        assert_eq!(i.properties["stringtype"], "unspecified");
+        let i = info(json!({"url": "jdbc:mysql://127.0.0.1/test?useSSL=false", "driver": "com.mysql.cj.jdbc.Driver"})).unwrap();
+        assert_eq!(
+            (i.dialect, i.port, i.database.as_str()),
+            (Dialect::MySql, 3306, "test")
+        );
+        let i = info(json!({"url": "jdbc:mariadb://h1:3307,h2:3308/x"})).unwrap();
+        assert_eq!(i.address(), "h1:3307");
+    }
+
+    #[test]
+    fn an_unknown_driver_names_the_supported_ones_and_a_password_never_prints() {
+        let e = info(json!({"url": "jdbc:postgresql://h/db", "driver": "oracle.jdbc.OracleDriver", "password": "hunter2"})).unwrap_err().to_string();
+        assert!(
+            e.contains("org.postgresql.Driver") && e.contains("org.mariadb.jdbc.Driver"),
+            "{e}"
+        );
+        let e = info(json!({"url": "jdbc:sqlserver://h"}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("jdbc:postgresql://"), "{e}");
+        let i = info(json!({"url": "jdbc:postgresql://h/db", "password": "hunter2"})).unwrap();
+        assert!(!format!("{i:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,613 @@
+//! Rows into Arrow columns without a value per row: PostgreSQL's binary COPY stream parsed
+//! in place and appended to typed builders, and MySQL's text values parsed the same way.
+//!
+//! The COPY stream arrives in chunks that cut rows anywhere; [`CopyDecoder`] keeps the
+//! unconsumed tail, finds each complete row's end first and only then appends it, so a
+//! batch never holds half a row.
+
+use std::sync::Arc;
+
+use arrow::array::*;
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use bytes::{Buf, BytesMut};
+use ferry_api::value::{parse_date, parse_decimal, parse_timestamp};
+use ferry_api::{FerryError, Result};
+
+use crate::types::{ArrayElem, ColumnDef, Wire};
+
+/// Microseconds from 1970-01-01 to PostgreSQL's epoch 2000-01-01.
+const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+/// Days from 1970-01-01 to 2000-01-01.
+const PG_EPOCH_DAYS: i32 = 10_957;
+
+/// One column's builder.
+enum Col {
+    Bool(BooleanBuilder),
+    I8(Int8Builder),
+    I16(Int16Builder),
+    I32(Int32Builder),
+    I64(Int64Builder),
+    F32(Float32Builder),
+    F64(Float64Builder),
+    Dec(Decimal128Builder, u8, i8),
+    Str(StringBuilder),
+    Bin(BinaryBuilder),
+    Date(Date32Builder),
+    Time(Time64MicrosecondBuilder),
+    Ts(TimestampMicrosecondBuilder),
+    List(ListBuilder<Box<dyn ArrayBuilder>>, ArrayElem),
+}
+
+/// Typed builders for one batch of a table's columns.
+pub struct Builders {
+    cols: Vec<Col>,
+    wires: Vec<Wire>,
+    names: Vec<String>,
+    schema: SchemaRef,
+    rows: usize,
+    component: &'static str,
+}
+
+fn new_col(c: &ColumnDef, cap: usize) -> Result<Col> {
+    Ok(match (&c.data_type, c.wire) {
+        (DataType::Boolean, _) => Col::Bool(BooleanBuilder::with_capacity(cap)),
+        (DataType::Int8, _) => Col::I8(Int8Builder::with_capacity(cap)),
+        (DataType::Int16, _) => Col::I16(Int16Builder::with_capacity(cap)),
+        (DataType::Int32, _) => Col::I32(Int32Builder::with_capacity(cap)),
+        (DataType::Int64, _) => Col::I64(Int64Builder::with_capacity(cap)),
+        (DataType::Float32, _) => Col::F32(Float32Builder::with_capacity(cap)),
+        (DataType::Float64, _) => Col::F64(Float64Builder::with_capacity(cap)),
+        (DataType::Decimal128(p, s), _) => Col::Dec(
+            Decimal128Builder::with_capacity(cap).with_precision_and_scale(*p, *s)?,
+            *p,
+            *s,
+        ),
+        (DataType::Utf8, _) => Col::Str(StringBuilder::with_capacity(cap, cap * 16)),
+        (DataType::Binary, _) => Col::Bin(BinaryBuilder::with_capacity(cap, cap * 16)),
+        (DataType::Date32, _) => Col::Date(Date32Builder::with_capacity(cap)),
+        (DataType::Time64(_), _) => Col::Time(Time64MicrosecondBuilder::with_capacity(cap)),
+        (DataType::Timestamp(_, _), _) => Col::Ts(TimestampMicrosecondBuilder::with_capacity(cap)),
+        (DataType::List(item), Wire::Array(e)) => {
+            let values = make_builder(item.data_type(), cap);
+            Col::List(ListBuilder::new(values).with_field(item.clone()), e)
+        }
+        (dt, _) => {
+            return Err(FerryError::internal(format!(
+                "no decoder for column '{}' of type {dt}",
+                c.name
+            )))
+        }
+    })
+}
+
+impl Builders {
+    /// Builders for `columns` (whose Arrow fields make `schema`), sized for `cap` rows.
+    pub fn new(
+        columns: &[ColumnDef],
+        schema: SchemaRef,
+        cap: usize,
+        component: &'static str,
+    ) -> Result<Self> {
+        Ok(Builders {
+            cols: columns
+                .iter()
+                .map(|c| new_col(c, cap))
+                .collect::<Result<_>>()?,
+            wires: columns.iter().map(|c| c.wire).collect(),
+            names: columns.iter().map(|c| c.name.clone()).collect(),
+            schema,
+            rows: 0,
+            component,
+        })
+    }
+
+    /// Rows appended since the last [`Builders::finish`].
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The rows appended so far as a batch; the builders start empty again.
+    pub fn finish(&mut self) -> Result<RecordBatch> {
+        let arrays: Vec<ArrayRef> = self
+            .cols
+            .iter_mut()
+            .map(|c| -> ArrayRef {
+                match c {
+                    Col::Bool(b) => Arc::new(b.finish()),
+                    Col::I8(b) => Arc::new(b.finish()),
+                    Col::I16(b) => Arc::new(b.finish()),
+                    Col::I32(b) => Arc::new(b.finish()),
+                    Col::I64(b) => Arc::new(b.finish()),
+                    Col::F32(b) => Arc::new(b.finish()),
+                    Col::F64(b) => Arc::new(b.finish()),
+                    Col::Dec(b, _, _) => Arc::new(b.finish()),
+                    Col::Str(b) => Arc::new(b.finish()),
+                    Col::Bin(b) => Arc::new(b.finish()),
+                    Col::Date(b) => Arc::new(b.finish()),
+                    Col::Time(b) => Arc::new(b.finish()),
+                    Col::Ts(b) => Arc::new(b.finish()),
+                    Col::List(b, _) => Arc::new(b.finish()),
+                }
+            })
+            .collect();
+        self.rows = 0;
+        let opts =
+            RecordBatchOptions::new().with_row_count(Some(arrays.first().map_or(0, |a| a.len())));
+        Ok(RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            arrays,
+            &opts,
+        )?)
+    }
+
+    fn bad(&self, col: usize, what: impl std::fmt::Display) -> FerryError {
+        FerryError::data(
+            self.component,
+            format!("column '{}': {what}", self.names[col]),
+        )
+    }
+
+    fn append_null(&mut self, i: usize) {
+        match &mut self.cols[i] {
+            Col::Bool(b) => b.append_null(),
+            Col::I8(b) => b.append_null(),
+            Col::I16(b) => b.append_null(),
+            Col::I32(b) => b.append_null(),
+            Col::I64(b) => b.append_null(),
+            Col::F32(b) => b.append_null(),
+            Col::F64(b) => b.append_null(),
+            Col::Dec(b, _, _) => b.append_null(),
+            Col::Str(b) => b.append_null(),
+            Col::Bin(b) => b.append_null(),
+            Col::Date(b) => b.append_null(),
+            Col::Time(b) => b.append_null(),
+            Col::Ts(b) => b.append_null(),
+            Col::List(b, _) => b.append_null(),
+        }
+    }
+
+    /// Appends one PostgreSQL binary field of column `i` (`None` is NULL).
+    fn append_pg(&mut self, i: usize, v: Option<&[u8]>) -> Result<()> {
+        let Some(v) = v else {
+            self.append_null(i);
+            return Ok(());
+        };
+        let wire = self.wires[i];
+        let short = |n: usize| v.len() < n;
+        match (&mut self.cols[i], wire) {
+            (Col::Bool(b), _) if !short(1) => b.append_value(v[0] != 0),
+            (Col::I16(b), _) if !short(2) => b.append_value(i16::from_be_bytes([v[0], v[1]])),
+            (Col::I32(b), _) if !short(4) => b.append_value(be_i32(v)),
+            (Col::I64(b), _) if !short(8) => b.append_value(be_i64(v)),
+            (Col::F32(b), _) if !short(4) => b.append_value(f32::from_bits(be_i32(v) as u32)),
+            (Col::F64(b), _) if !short(8) => b.append_value(f64::from_bits(be_i64(v) as u64)),
+            (Col::Dec(b, p, s), _) => {
+                let (p, s) = (*p, *s);
+                match pg_numeric(v, s) {
+                    Ok(Some(x)) if fits(x, p) => b.append_value(x),
+                    Ok(Some(_)) => {
+                        return Err(self.bad(i, format!("value does not fit decimal({p},{s})")))
+                    }
+                    Ok(None) => return Err(self.bad(i, "NaN or infinity has no decimal value")),
+                    Err(e) => return Err(self.bad(i, e)),
+                }
+            }
+            (Col::Str(b), Wire::Jsonb) => {
+                let text = v.get(1..).unwrap_or_default();
+                match std::str::from_utf8(text) {
+                    Ok(s) => b.append_value(s),
+                    Err(_) => return Err(self.bad(i, "jsonb is not UTF-8")),
+                }
+            }
+            (Col::Str(b), _) => match std::str::from_utf8(v) {
+                Ok(s) => b.append_value(s),
+                Err(_) => return Err(self.bad(i, "text is not UTF-8")),
+            },
+            (Col::Bin(b), _) => b.append_value(v),
+            (Col::Date(b), _) if !short(4) => {
+                b.append_value(be_i32(v).saturating_add(PG_EPOCH_DAYS))
+            }
+            (Col::Time(b), _) if !short(8) => b.append_value(be_i64(v)),
+            (Col::Ts(b), _) if !short(8) => {
+                b.append_value(be_i64(v).saturating_add(PG_EPOCH_MICROS))
+            }
+            (Col::List(b, e), _) => {
+                let e = *e;
+                if let Err(m) = pg_array(b, e, v) {
+                    return Err(self.bad(i, m));
+                }
+            }
+            _ => return Err(self.bad(i, format!("{} bytes do not make a {wire:?}", v.len()))),
+        }
+        Ok(())
+    }
+
+    /// Appends one MySQL text value of column `i` (`None` is NULL).
+    pub fn append_text(&mut self, i: usize, v: Option<&[u8]>) -> Result<()> {
+        let Some(v) = v else {
+            self.append_null(i);
+            return Ok(());
+        };
+        let text = || std::str::from_utf8(v).ok();
+        macro_rules! num {
+            ($b:expr, $t:ty) => {
+                match text().and_then(|s| s.trim().parse::<$t>().ok()) {
+                    Some(x) => $b.append_value(x),
+                    None => {
+                        return Err(self.bad(
+                            i,
+                            format!("'{}' is no {}", String::from_utf8_lossy(v), stringify!($t)),
+                        ))
+                    }
+                }
+            };
+        }
+        match &mut self.cols[i] {
+            // tinyint(1) arrives as "0"/"1", bit(1) as one raw byte.
+            Col::Bool(b) => b.append_value(!(v == b"0" || v == [0u8] || v.is_empty())),
+            Col::I8(b) => num!(b, i8),
+            Col::I16(b) => num!(b, i16),
+            Col::I32(b) => num!(b, i32),
+            Col::I64(b) => num!(b, i64),
+            Col::F32(b) => num!(b, f32),
+            Col::F64(b) => num!(b, f64),
+            Col::Dec(b, p, s) => {
+                let (p, s) = (*p, *s);
+                match text().and_then(|t| parse_decimal(t, s)) {
+                    Some(x) if fits(x, p) => b.append_value(x),
+                    _ => {
+                        return Err(self.bad(
+                            i,
+                            format!(
+                                "'{}' does not fit decimal({p},{s})",
+                                String::from_utf8_lossy(v)
+                            ),
+                        ))
+                    }
+                }
+            }
+            Col::Str(b) => match std::str::from_utf8(v) {
+                Ok(s) => b.append_value(s),
+                Err(_) => return Err(self.bad(i, "text is not UTF-8")),
+            },
+            Col::Bin(b) => b.append_value(v),
+            Col::Date(b) => match text() {
+                // MySQL's zero date has no calendar day; JDBC drivers read it as NULL.
+                Some(s) if s.starts_with("0000-00-00") => b.append_null(),
+                Some(s) => match parse_date(s) {
+                    Some(d) => b.append_value(d),
+                    None => return Err(self.bad(i, format!("'{s}' is no date"))),
+                },
+                None => return Err(self.bad(i, "date is not text")),
+            },
+            Col::Time(b) => match text().and_then(mysql_time) {
+                Some(t) => b.append_value(t),
+                None => {
+                    return Err(self.bad(
+                        i,
+                        format!(
+                            "'{}' is no time of day (00:00:00 to 23:59:59.999999)",
+                            String::from_utf8_lossy(v)
+                        ),
+                    ))
+                }
+            },
+            Col::Ts(b) => match text() {
+                Some(s) if s.starts_with("0000-00-00") => b.append_null(),
+                Some(s) => match parse_timestamp(s) {
+                    Some(t) => b.append_value(t),
+                    None => return Err(self.bad(i, format!("'{s}' is no date-time"))),
+                },
+                None => return Err(self.bad(i, "date-time is not text")),
+            },
+            Col::List(_, _) => return Err(self.bad(i, "arrays are not read from MySQL")),
+        }
+        Ok(())
+    }
+
+    /// Marks a row complete after all its columns were appended.
+    pub fn end_row(&mut self) {
+        self.rows += 1;
+    }
+}
+
+fn be_i32(v: &[u8]) -> i32 {
+    i32::from_be_bytes([v[0], v[1], v[2], v[3]])
+}
+
+fn be_i64(v: &[u8]) -> i64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&v[..8]);
+    i64::from_be_bytes(b)
+}
+
+fn fits(x: i128, p: u8) -> bool {
+    let max = 10i128.pow(p as u32);
+    x > -max && x < max
+}
+
+fn mysql_time(s: &str) -> Option<i64> {
+    let (hms, frac) = match s.split_once('.') {
+        Some((a, b)) => (a, b),
+        None => (s, ""),
+    };
+    let mut it = hms.split(':');
+    let h: i64 = it.next()?.parse().ok()?;
+    let m: i64 = it.next()?.parse().ok()?;
+    let sec: i64 = it.next()?.parse().ok()?;
+    if !(0..24).contains(&h) || !(0..60).contains(&m) || !(0..60).contains(&sec) || frac.len() > 6 {
+        return None;
+    }
+    let mut micros: i64 = 0;
+    for i in 0..6 {
+        let d = frac.as_bytes().get(i).map_or(0, |b| (b - b'0') as i64);
+        micros = micros * 10 + d;
+    }
+    Some(((h * 60 + m) * 60 + sec) * 1_000_000 + micros)
+}
+
+/// The unscaled value at `scale` of a binary `numeric`, `None` for NaN and infinities.
+fn pg_numeric(v: &[u8], scale: i8) -> std::result::Result<Option<i128>, String> {
+    if v.len() < 8 {
+        return Err("short numeric".into());
+    }
+    let ndigits = i16::from_be_bytes([v[0], v[1]]) as usize;
+    let weight = i16::from_be_bytes([v[2], v[3]]) as i32;
+    let sign = u16::from_be_bytes([v[4], v[5]]);
+    if sign == 0xC000 || sign == 0xD000 || sign == 0xF000 {
+        return Ok(None);
+    }
+    if v.len() < 8 + 2 * ndigits {
+        return Err("short numeric".into());
+    }
+    let s = scale as i32;
+    let mut acc: i128 = 0;
+    let mut last_exp = 0i32;
+    let mut any = false;
+    for i in 0..ndigits {
+        // Digit i is worth 10000^(weight - i); at the column's scale that is 10^(4(weight-i)+s).
+        let exp = 4 * (weight - i as i32) + s;
+        if exp <= -4 {
+            break; // below the scale: SeaTunnel's BigDecimal would be rounded there too
+        }
+        let d = u16::from_be_bytes([v[8 + 2 * i], v[9 + 2 * i]]) as i128;
+        acc = acc
+            .checked_mul(10_000)
+            .and_then(|a| a.checked_add(d))
+            .ok_or("numeric overflows 38 digits")?;
+        last_exp = exp;
+        any = true;
+    }
+    if !any {
+        return Ok(Some(0));
+    }
+    let value = if last_exp >= 0 {
+        acc.checked_mul(
+            10i128
+                .checked_pow(last_exp as u32)
+                .ok_or("numeric overflows")?,
+        )
+        .ok_or("numeric overflows 38 digits")?
+    } else {
+        let div = 10i128.pow((-last_exp) as u32);
+        let (q, r) = (acc / div, acc % div);
+        if r * 2 >= div {
+            q + 1
+        } else {
+            q
+        }
+    };
+    Ok(Some(if sign == 0x4000 { -value } else { value }))
+}
+
+fn pg_array(
+    b: &mut ListBuilder<Box<dyn ArrayBuilder>>,
+    e: ArrayElem,
+    v: &[u8],
+) -> std::result::Result<(), String> {
+    if v.len() < 12 {
+        return Err("short array".into());
+    }
+    let ndim = be_i32(v) as usize;
+    let mut pos = 12;
+    let mut count: usize = if ndim == 0 { 0 } else { 1 };
+    for _ in 0..ndim {
+        if v.len() < pos + 8 {
+            return Err("short array".into());
+        }
+        count *= be_i32(&v[pos..]).max(0) as usize;
+        pos += 8;
+    }
+    let values = b.values();
+    for _ in 0..count {
+        if v.len() < pos + 4 {
+            return Err("short array".into());
+        }
+        let len = be_i32(&v[pos..]);
+        pos += 4;
+        let item = if len < 0 {
+            None
+        } else {
+            let end = pos + len as usize;
+            let s = v.get(pos..end).ok_or("short array")?;
+            pos = end;
+            Some(s)
+        };
+        let any = values.as_mut().as_any_mut();
+        macro_rules! put {
+            ($t:ty, $f:expr) => {{
+                let bb = any.downcast_mut::<$t>().ok_or("array builder")?;
+                match item {
+                    None => bb.append_null(),
+                    Some(x) => bb.append_value($f(x)),
+                }
+            }};
+        }
+        match e {
+            ArrayElem::Bool => put!(BooleanBuilder, |x: &[u8]| x.first() == Some(&1)),
+            ArrayElem::I16 => put!(Int16Builder, |x: &[u8]| i16::from_be_bytes([x[0], x[1]])),
+            ArrayElem::I32 => put!(Int32Builder, be_i32),
+            ArrayElem::I64 => put!(Int64Builder, be_i64),
+            ArrayElem::F32 => put!(Float32Builder, |x: &[u8]| f32::from_bits(be_i32(x) as u32)),
+            ArrayElem::F64 => put!(Float64Builder, |x: &[u8]| f64::from_bits(be_i64(x) as u64)),
+            ArrayElem::Text => {
+                let bb = any.downcast_mut::<StringBuilder>().ok_or("array builder")?;
+                match item {
+                    None => bb.append_null(),
+                    Some(x) => {
+                        bb.append_value(std::str::from_utf8(x).map_err(|_| "text is not UTF-8")?)
+                    }
+                }
+            }
+        }
+    }
+    b.append(true);
+    Ok(())
+}
+
+/// Parses PostgreSQL's binary COPY stream (`COPY … TO STDOUT (FORMAT binary)`) into
+/// [`Builders`], chunk by chunk.
+pub struct CopyDecoder {
+    buf: BytesMut,
+    header_done: bool,
+    /// The trailer (field count -1) was seen.
+    pub done: bool,
+    ncols: usize,
+}
+
+const SIGNATURE: &[u8] = b"PGCOPY\n\xff\r\n\0";
+
+impl CopyDecoder {
+    /// A decoder for rows of `ncols` fields.
+    pub fn new(ncols: usize) -> Self {
+        CopyDecoder {
+            buf: BytesMut::with_capacity(1 << 16),
+            header_done: false,
+            done: false,
+            ncols,
+        }
+    }
+
+    /// Takes a chunk and appends every complete row in what is buffered to `out`, stopping
+    /// once `out` holds `max_rows`; call [`CopyDecoder::drain`] to continue.
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// Appends complete buffered rows to `out` until it holds `max_rows` or no complete row
+    /// is left.
+    pub fn drain(&mut self, out: &mut Builders, max_rows: usize) -> Result<()> {
+        if !self.header_done {
+            if self.buf.len() < SIGNATURE.len() + 8 {
+                return Ok(());
+            }
+            if &self.buf[..SIGNATURE.len()] != SIGNATURE {
+                return Err(FerryError::external(
+                    out.component,
+                    "COPY stream has no binary signature",
+                ));
+            }
+            let ext = be_i32(&self.buf[SIGNATURE.len() + 4..]) as usize;
+            if self.buf.len() < SIGNATURE.len() + 8 + ext {
+                return Ok(());
+            }
+            self.buf.advance(SIGNATURE.len() + 8 + ext);
+            self.header_done = true;
+        }
+        while out.rows() < max_rows && !self.done {
+            let b = &self.buf[..];
+            if b.len() < 2 {
+                return Ok(());
+            }
+            let n = i16::from_be_bytes([b[0], b[1]]);
+            if n == -1 {
+                self.done = true;
+                self.buf.advance(2);
+                return Ok(());
+            }
+            if n as usize != self.ncols {
+                return Err(FerryError::external(
+                    out.component,
+                    format!("COPY row has {n} fields, expected {}", self.ncols),
+                ));
+            }
+            // Find the row's end before touching the builders.
+            let mut pos = 2;
+            let mut complete = true;
+            for _ in 0..self.ncols {
+                if b.len() < pos + 4 {
+                    complete = false;
+                    break;
+                }
+                let len = be_i32(&b[pos..]);
+                pos += 4;
+                if len > 0 {
+                    pos += len as usize;
+                }
+                if pos > b.len() {
+                    complete = false;
+                    break;
+                }
+            }
+            if !complete {
+                return Ok(());
+            }
+            let mut p = 2;
+            for i in 0..self.ncols {
+                let len = be_i32(&b[p..]);
+                p += 4;
+                if len < 0 {
+                    out.append_pg(i, None)?;
+                } else {
+                    let end = p + len as usize;
+                    out.append_pg(i, Some(&b[p..end]))?;
+                    p = end;
+                }
+            }
+            out.end_row();
+            self.buf.advance(pos);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numeric(weight: i16, sign: u16, digits: &[u16]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&(digits.len() as i16).to_be_bytes());
+        v.extend_from_slice(&weight.to_be_bytes());
+        v.extend_from_slice(&sign.to_be_bytes());
+        v.extend_from_slice(&0u16.to_be_bytes());
+        for d in digits {
+            v.extend_from_slice(&d.to_be_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn binary_numerics_become_unscaled_decimals() {
+        // 12345.678 = 1 2345 . 6780
+        assert_eq!(
+            pg_numeric(&numeric(1, 0, &[1, 2345, 6780]), 3).unwrap(),
+            Some(12_345_678)
+        );
+        assert_eq!(
+            pg_numeric(&numeric(1, 0x4000, &[1, 2345, 6780]), 4).unwrap(),
+            Some(-123_456_780)
+        );
+        // 0.0001 at scale 2 rounds to 0.00
+        assert_eq!(pg_numeric(&numeric(-1, 0, &[1]), 2).unwrap(), Some(0));
+        assert_eq!(pg_numeric(&numeric(0, 0xC000, &[]), 2).unwrap(), None);
+        assert_eq!(pg_numeric(&numeric(0, 0, &[]), 2).unwrap(), Some(0));
+    }
+
+    #[test]
+    fn mysql_times_within_a_day_parse_and_others_are_refused() {
+        assert_eq!(mysql_time("01:02:03.5"), Some(3_723_500_000));
+        assert_eq!(mysql_time("25:00:00"), None);
+    }
+}

@@ -1,0 +1,1150 @@
+//! The `Jdbc` sink: a user's `query` with parameters, or statements generated from the
+//! input's schema (`generate_sink_sql`): inserts, upserts and deletes by key for change
+//! data, batched and flushed at every checkpoint; save modes applied in [`Sink::setup`];
+//! exactly-once with XA (`is_exactly_once`).
+//!
+//! # XA
+//! Each writer runs its rows since the last checkpoint in one transaction and, at the
+//! barrier of checkpoint `N`, prepares it under the id `ferry:<job>:<writer>:<N>:<attempt>`
+//! (PostgreSQL `PREPARE TRANSACTION`, MySQL/MariaDB `XA PREPARE`). The committer commits the
+//! ids the stored checkpoint lists (an id already committed is fine: commits are
+//! idempotent). A writer restored from checkpoint `N` first rolls back its own prepared
+//! transactions of checkpoints after `N`, which no stored checkpoint can publish; a fresh
+//! writer rolls back all of its own.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use ferry_api::placeholder::substitute_options;
+use ferry_api::{
+    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, ResolveContext, Result,
+    RowKind, Sink, SinkCommitter, SinkDelivery, SinkFactory, SinkWriter, TableSchema,
+    WriterContext,
+};
+use mysql_async::prelude::Queryable;
+use serde_json::{json, Value};
+
+use crate::catalog::{literal, pg_rows};
+use crate::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect};
+use crate::render::{bind_query, push_literal};
+use crate::types::ddl_type;
+
+const COMPONENT: &str = "sink Jdbc";
+
+const SCHEMA_MODES: &[&str] = &[
+    "CREATE_SCHEMA_WHEN_NOT_EXIST",
+    "RECREATE_SCHEMA",
+    "ERROR_WHEN_SCHEMA_NOT_EXIST",
+    "IGNORE",
+];
+const DATA_MODES: &[&str] = &[
+    "APPEND_DATA",
+    "DROP_DATA",
+    "ERROR_WHEN_DATA_EXISTS",
+    "CUSTOM_PROCESSING",
+];
+
+/// Every option of the sink.
+pub const SINK_OPTIONS: &[OptionSpec] = &[
+    OptionSpec::required(
+        "url",
+        OptionKind::String,
+        "jdbc:postgresql://…, jdbc:mysql://… or jdbc:mariadb://…",
+    ),
+    OptionSpec::optional(
+        "driver",
+        OptionKind::String,
+        None,
+        "Java driver class; must match the url's database.",
+    ),
+    OptionSpec::optional("user", OptionKind::String, None, "User name."),
+    OptionSpec::optional(
+        "username",
+        OptionKind::String,
+        None,
+        "User name (alternative spelling).",
+    ),
+    OptionSpec::optional(
+        "password",
+        OptionKind::String,
+        None,
+        "Password; never shown in messages.",
+    ),
+    OptionSpec::optional(
+        "properties",
+        OptionKind::Object,
+        None,
+        "Connection properties.",
+    ),
+    OptionSpec::optional(
+        "connection_check_timeout_sec",
+        OptionKind::Int,
+        Some("30"),
+        "How long to wait for a connection, in seconds.",
+    ),
+    OptionSpec::optional(
+        "query",
+        OptionKind::String,
+        None,
+        "The statement per row, with `?` (fields in order) or `:name` parameters.",
+    ),
+    OptionSpec::optional(
+        "generate_sink_sql",
+        OptionKind::Bool,
+        Some("false"),
+        "Generate inserts/upserts/deletes for `database`.`table` from the input's schema.",
+    ),
+    OptionSpec::optional(
+        "database",
+        OptionKind::String,
+        None,
+        "Target database (placeholders like ${database_name} allowed).",
+    ),
+    OptionSpec::optional(
+        "table",
+        OptionKind::String,
+        None,
+        "Target table, `schema.table` on PostgreSQL (placeholders like ${table_name} allowed).",
+    ),
+    OptionSpec::optional(
+        "primary_keys",
+        OptionKind::List,
+        None,
+        "Key columns for upserts and deletes (`[\"${primary_key}\"]` takes the input's).",
+    ),
+    OptionSpec::optional(
+        "enable_upsert",
+        OptionKind::Bool,
+        Some("true"),
+        "Write INSERT/UPDATE_AFTER as upserts when keys are known.",
+    ),
+    OptionSpec::optional(
+        "support_upsert_by_query_primary_key_exist",
+        OptionKind::Bool,
+        Some("false"),
+        "Accepted; upserts use the dialect's native statement.",
+    ),
+    OptionSpec::optional(
+        "field_ide",
+        OptionKind::Enum(&["ORIGINAL", "UPPERCASE", "LOWERCASE"]),
+        Some("ORIGINAL"),
+        "Case of generated identifiers.",
+    ),
+    OptionSpec::optional(
+        "batch_size",
+        OptionKind::Int,
+        Some("1000"),
+        "Rows buffered before a flush (also flushed at every checkpoint).",
+    ),
+    OptionSpec::optional(
+        "max_retries",
+        OptionKind::Int,
+        Some("0"),
+        "Retries of a failed flush (not with is_exactly_once).",
+    ),
+    OptionSpec::optional(
+        "is_exactly_once",
+        OptionKind::Bool,
+        Some("false"),
+        "Exactly-once with XA transactions committed with the checkpoint.",
+    ),
+    OptionSpec::optional(
+        "xa_data_source_class_name",
+        OptionKind::String,
+        None,
+        "Accepted (the Java XA data source); XA is native here.",
+    ),
+    OptionSpec::optional(
+        "max_commit_attempts",
+        OptionKind::Int,
+        Some("3"),
+        "Attempts to commit a prepared transaction.",
+    ),
+    OptionSpec::optional(
+        "transaction_timeout_sec",
+        OptionKind::Int,
+        Some("-1"),
+        "Accepted for compatibility.",
+    ),
+    OptionSpec::optional(
+        "auto_commit",
+        OptionKind::Bool,
+        Some("true"),
+        "Accepted for compatibility (each flush commits).",
+    ),
+    OptionSpec::optional(
+        "use_copy_statement",
+        OptionKind::Bool,
+        Some("false"),
+        "PostgreSQL: append with COPY (accepted; inserts are multi-row statements).",
+    ),
+    OptionSpec::optional(
+        "schema_save_mode",
+        OptionKind::Enum(SCHEMA_MODES),
+        Some("CREATE_SCHEMA_WHEN_NOT_EXIST"),
+        "What to do with the target table before the job (generate_sink_sql).",
+    ),
+    OptionSpec::optional(
+        "data_save_mode",
+        OptionKind::Enum(DATA_MODES),
+        Some("APPEND_DATA"),
+        "What to do with existing rows before the job.",
+    ),
+    OptionSpec::optional(
+        "custom_sql",
+        OptionKind::String,
+        None,
+        "The statement CUSTOM_PROCESSING runs.",
+    ),
+    OptionSpec::optional(
+        "create_index",
+        OptionKind::Bool,
+        Some("true"),
+        "Accepted; created tables get their primary key.",
+    ),
+    OptionSpec::optional(
+        "enable_delete",
+        OptionKind::Bool,
+        Some("true"),
+        "Accepted for compatibility.",
+    ),
+    OptionSpec::optional(
+        "compatible_mode",
+        OptionKind::String,
+        None,
+        "Accepted for compatibility.",
+    ),
+];
+
+/// How one input table is written.
+#[derive(Debug, Clone)]
+struct Target {
+    /// The input table's routing name.
+    input: Arc<str>,
+    /// The input table.
+    schema: TableSchema,
+    /// The user's statement (`query`), if any.
+    query: Option<String>,
+    /// The quoted target table (generated statements).
+    quoted: String,
+    /// Database / schema / table parts of the target.
+    parts: (Option<String>, Option<String>, String),
+    /// The target's column names, as written (field_ide applied).
+    columns: Vec<String>,
+    /// Key columns (indices into the input's fields).
+    keys: Vec<usize>,
+    /// Upsert rather than insert.
+    upsert: bool,
+    schema_mode: &'static str,
+    data_mode: &'static str,
+    custom_sql: Option<String>,
+}
+
+/// The factory of SeaTunnel's `Jdbc` sink.
+pub struct JdbcSinkFactory;
+
+fn ide(mode: &str, s: &str) -> String {
+    match mode {
+        "UPPERCASE" => s.to_uppercase(),
+        "LOWERCASE" => s.to_lowercase(),
+        _ => s.to_string(),
+    }
+}
+
+impl SinkFactory for JdbcSinkFactory {
+    fn name(&self) -> &'static str {
+        "Jdbc"
+    }
+
+    fn description(&self) -> &'static str {
+        "Writes to PostgreSQL and MySQL/MariaDB: inserts, upserts and deletes by key, save modes, exactly-once with XA"
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        SINK_OPTIONS
+    }
+
+    fn create(
+        &self,
+        o: &mut Options,
+        input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Sink>> {
+        let conn = ConnInfo::from_options(o)?;
+        let d = conn.dialect;
+        let generate = o.bool("generate_sink_sql")?.unwrap_or(false);
+        let batch_size = o.u64("batch_size")?.unwrap_or(1000).max(1) as usize;
+        let max_retries = o.u64("max_retries")?.unwrap_or(0);
+        let exactly_once = o.bool("is_exactly_once")?.unwrap_or(false);
+        let _ = o.string("xa_data_source_class_name")?;
+        let max_commit_attempts = o.u64("max_commit_attempts")?.unwrap_or(3).max(1);
+        let _ = o.i64("transaction_timeout_sec")?;
+        let _ = o.bool("auto_commit")?;
+        let _ = o.bool("use_copy_statement")?;
+        let _ = o.bool("create_index")?;
+        let _ = o.bool("enable_delete")?;
+        let _ = o.string("compatible_mode")?;
+        let _ = o.bool("support_upsert_by_query_primary_key_exist")?;
+        let enable_upsert = o.bool("enable_upsert")?.unwrap_or(true);
+        let field_ide = o
+            .enum_value("field_ide", &["ORIGINAL", "UPPERCASE", "LOWERCASE"])?
+            .unwrap_or("ORIGINAL");
+        let schema_mode = o
+            .enum_value("schema_save_mode", SCHEMA_MODES)?
+            .unwrap_or("CREATE_SCHEMA_WHEN_NOT_EXIST");
+        let data_mode = o
+            .enum_value("data_save_mode", DATA_MODES)?
+            .unwrap_or("APPEND_DATA");
+        if exactly_once && max_retries > 0 {
+            return Err(o.location().error_with_hint(
+                "max_retries",
+                "must be 0 with is_exactly_once = true: a retried XA transaction could write its rows twice",
+                "remove max_retries or set it to 0, as SeaTunnel requires",
+            ));
+        }
+        if !generate && !o.contains("query") {
+            return Err(o.error(
+                "query",
+                "set query, or generate_sink_sql = true with database and table",
+            ));
+        }
+        if data_mode == "CUSTOM_PROCESSING" && !o.contains("custom_sql") {
+            return Err(o.error(
+                "custom_sql",
+                "is required when data_save_mode = CUSTOM_PROCESSING",
+            ));
+        }
+        let raw = o.raw().clone();
+        let mut targets = Vec::new();
+        for t in input {
+            // Placeholders (${table_name}, ${primary_key}, …) per input table.
+            let mut per = Options::new(substitute_options(&raw, t), o.location().clone());
+            let query = per.string("query")?;
+            let database = per.string("database")?;
+            let table = per.string("table")?;
+            let custom_sql = per.string("custom_sql")?;
+            let pks = per.string_list("primary_keys")?;
+            let names: Vec<String> = t.schema.fields().iter().map(|f| f.name().clone()).collect();
+            let key_names: Vec<String> = match pks {
+                Some(k) => k
+                    .into_iter()
+                    .filter(|k| !k.is_empty() && !k.contains("${"))
+                    .collect(),
+                None => Vec::new(),
+            };
+            let mut keys = Vec::new();
+            for k in &key_names {
+                match names.iter().position(|n| n == k) {
+                    Some(i) => keys.push(i),
+                    None => {
+                        return Err(o.error(
+                            "primary_keys",
+                            format!("'{k}' is not a field of input table '{}'", t.name),
+                        ))
+                    }
+                }
+            }
+            let (quoted, parts) = if generate && query.is_none() {
+                let Some(table) = table.filter(|s| !s.is_empty()) else {
+                    return Err(o.error("table", "is required with generate_sink_sql = true"));
+                };
+                let table = ide(field_ide, &table);
+                let database = database
+                    .map(|x| ide(field_ide, &x))
+                    .filter(|s| !s.is_empty());
+                let (schema, name) = match table.split_once('.') {
+                    Some((s, n)) => (Some(s.to_string()), n.to_string()),
+                    None => (None, table.clone()),
+                };
+                match d {
+                    Dialect::Postgres => {
+                        let schema = schema.unwrap_or_else(|| "public".into());
+                        (
+                            d.quote_path(&[schema.as_str(), name.as_str()]),
+                            (database, Some(schema), name),
+                        )
+                    }
+                    Dialect::MySql => {
+                        let db = schema
+                            .or(database)
+                            .or_else(|| Some(conn.database.clone()).filter(|s| !s.is_empty()));
+                        match db {
+                            Some(db) => (
+                                d.quote_path(&[db.as_str(), name.as_str()]),
+                                (Some(db), None, name),
+                            ),
+                            None => (d.quote(&name), (None, None, name)),
+                        }
+                    }
+                }
+            } else {
+                (String::new(), (None, None, String::new()))
+            };
+            targets.push(Target {
+                input: t.name.clone(),
+                schema: t.clone(),
+                query,
+                quoted,
+                parts,
+                columns: names.iter().map(|n| ide(field_ide, n)).collect(),
+                upsert: enable_upsert && !keys.is_empty(),
+                keys,
+                schema_mode,
+                data_mode,
+                custom_sql,
+            });
+        }
+        for k in ["query", "database", "table", "custom_sql", "primary_keys"] {
+            let _ = o.get(k);
+        }
+        o.finish(SINK_OPTIONS)?;
+        Ok(Arc::new(JdbcSink {
+            conn: Arc::new(conn),
+            targets: Arc::new(targets),
+            generate,
+            batch_size,
+            exactly_once,
+            max_commit_attempts,
+        }))
+    }
+}
+
+/// A configured `Jdbc` sink.
+#[derive(Debug)]
+pub struct JdbcSink {
+    conn: Arc<ConnInfo>,
+    targets: Arc<Vec<Target>>,
+    generate: bool,
+    batch_size: usize,
+    exactly_once: bool,
+    max_commit_attempts: u64,
+}
+
+/// A connection of either dialect.
+enum Conn {
+    Pg(tokio_postgres::Client),
+    My(mysql_async::Conn),
+}
+
+impl Conn {
+    async fn open(info: &ConnInfo) -> Result<Conn> {
+        Ok(match info.dialect {
+            Dialect::Postgres => Conn::Pg(connect_pg(info, COMPONENT).await?),
+            Dialect::MySql => Conn::My(connect_mysql(info, COMPONENT).await?),
+        })
+    }
+
+    /// Runs `sql` (one or more statements).
+    async fn exec(&mut self, sql: &str) -> Result<()> {
+        match self {
+            Conn::Pg(c) => c.batch_execute(sql).await.map_err(|e| {
+                FerryError::external(
+                    COMPONENT,
+                    format!("{}: {}", pg_error_text(&e), shorten(sql)),
+                )
+            }),
+            Conn::My(c) => c
+                .query_drop(sql)
+                .await
+                .map_err(|e| FerryError::external(COMPONENT, format!("{e}: {}", shorten(sql)))),
+        }
+    }
+
+    /// The first column of every row of `sql`, as text.
+    async fn column(&mut self, sql: &str) -> Result<Vec<Option<String>>> {
+        match self {
+            Conn::Pg(c) => Ok(pg_rows(c, sql, COMPONENT)
+                .await?
+                .into_iter()
+                .map(|r| r.into_iter().next().flatten())
+                .collect()),
+            Conn::My(c) => {
+                let rows: Vec<mysql_async::Row> = c
+                    .query(sql)
+                    .await
+                    .map_err(|e| FerryError::external(COMPONENT, format!("{e}: {sql}")))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| match r.as_ref(0) {
+                        Some(mysql_async::Value::Bytes(b)) => {
+                            Some(String::from_utf8_lossy(b).into_owned())
+                        }
+                        Some(mysql_async::Value::Int(n)) => Some(n.to_string()),
+                        Some(mysql_async::Value::UInt(n)) => Some(n.to_string()),
+                        _ => None,
+                    })
+                    .collect())
+            }
+        }
+    }
+}
+
+/// A statement shown in an error: its start, so that a batch of rows does not flood the log.
+fn shorten(sql: &str) -> String {
+    if sql.len() <= 300 {
+        sql.to_string()
+    } else {
+        let mut end = 300;
+        while !sql.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}… ({} bytes)", &sql[..end], sql.len())
+    }
+}
+
+fn block_on<T>(fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    ferry_api::io::handle()?.block_on(fut)
+}
+
+impl JdbcSink {
+    async fn exists(&self, c: &mut Conn, t: &Target) -> Result<bool> {
+        let (db, schema, name) = &t.parts;
+        let sql = match self.conn.dialect {
+            Dialect::Postgres => format!(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = {} AND table_name = {}",
+                literal(Dialect::Postgres, schema.as_deref().unwrap_or("public")),
+                literal(Dialect::Postgres, name)
+            ),
+            Dialect::MySql => format!(
+                "SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
+                match db {
+                    Some(db) => literal(Dialect::MySql, db),
+                    None => "DATABASE()".into(),
+                },
+                literal(Dialect::MySql, name)
+            ),
+        };
+        Ok(!c.column(&sql).await?.is_empty())
+    }
+
+    fn create_sql(&self, t: &Target) -> Result<String> {
+        let d = self.conn.dialect;
+        let same = t
+            .schema
+            .catalog
+            .id
+            .as_ref()
+            .is_some_and(|id| id.catalog == d.catalog_name());
+        let mut cols = Vec::new();
+        for (f, name) in t.schema.schema.fields().iter().zip(&t.columns) {
+            let info = t.schema.catalog.columns.get(f.name());
+            let ty = ddl_type(
+                d,
+                f.data_type(),
+                info.and_then(|i| i.source_type.as_deref()),
+                same,
+                info.and_then(|i| i.length),
+            )
+            .map_err(|m| FerryError::config(format!("{COMPONENT}: column '{}': {m}", f.name())))?;
+            let key = t
+                .keys
+                .iter()
+                .any(|k| t.schema.schema.field(*k).name() == f.name())
+                || t.schema.primary_key_columns().contains(f.name());
+            let null = if f.is_nullable() && !key {
+                ""
+            } else {
+                " NOT NULL"
+            };
+            cols.push(format!("{} {ty}{null}", d.quote(name)));
+        }
+        let pk: Vec<String> = if !t.keys.is_empty() {
+            t.keys.iter().map(|k| d.quote(&t.columns[*k])).collect()
+        } else {
+            t.schema
+                .primary_key_columns()
+                .iter()
+                .map(|c| d.quote(&c.to_string()))
+                .collect()
+        };
+        if !pk.is_empty() {
+            cols.push(format!("PRIMARY KEY ({})", pk.join(", ")));
+        }
+        Ok(format!("CREATE TABLE {} ({})", t.quoted, cols.join(", ")))
+    }
+
+    async fn setup_target(&self, c: &mut Conn, t: &Target, resumed: bool) -> Result<()> {
+        let d = self.conn.dialect;
+        let mut exists = self.exists(c, t).await?;
+        if !resumed && t.schema_mode == "RECREATE_SCHEMA" && exists {
+            c.exec(&format!("DROP TABLE {}", t.quoted)).await?;
+            exists = false;
+        }
+        if !exists {
+            match t.schema_mode {
+                "ERROR_WHEN_SCHEMA_NOT_EXIST" => {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        format!(
+                        "table {} does not exist (schema_save_mode = ERROR_WHEN_SCHEMA_NOT_EXIST)",
+                        t.quoted
+                    ),
+                    ))
+                }
+                "IGNORE" => return Ok(()),
+                _ => {
+                    match (d, &t.parts) {
+                        (Dialect::Postgres, (_, Some(s), _)) => {
+                            c.exec(&format!("CREATE SCHEMA IF NOT EXISTS {}", d.quote(s)))
+                                .await?
+                        }
+                        (Dialect::MySql, (Some(db), _, _)) => {
+                            c.exec(&format!("CREATE DATABASE IF NOT EXISTS {}", d.quote(db)))
+                                .await?
+                        }
+                        _ => {}
+                    }
+                    c.exec(&self.create_sql(t)?).await?;
+                    return Ok(());
+                }
+            }
+        }
+        if resumed {
+            return Ok(());
+        }
+        match t.data_mode {
+            "DROP_DATA" => c.exec(&format!("DELETE FROM {}", t.quoted)).await?,
+            "ERROR_WHEN_DATA_EXISTS" => {
+                let rows = c
+                    .column(&format!("SELECT 1 FROM {} LIMIT 1", t.quoted))
+                    .await?;
+                if !rows.is_empty() {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        format!(
+                            "table {} has data (data_save_mode = ERROR_WHEN_DATA_EXISTS)",
+                            t.quoted
+                        ),
+                    ));
+                }
+            }
+            "CUSTOM_PROCESSING" => {
+                if let Some(sql) = &t.custom_sql {
+                    c.exec(sql).await?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl Sink for JdbcSink {
+    fn delivery(&self) -> SinkDelivery {
+        if self.exactly_once || (self.generate && self.targets.iter().all(|t| t.upsert)) {
+            SinkDelivery::ExactlyOnce
+        } else {
+            SinkDelivery::AtLeastOnce
+        }
+    }
+
+    fn delivery_reason(&self) -> Option<String> {
+        Some(if self.exactly_once {
+            "exactly-once: XA transactions prepared at each checkpoint barrier and committed with the checkpoint".into()
+        } else if self.delivery() == SinkDelivery::ExactlyOnce {
+            "exactly-once in effect: upserts by primary key, so rows written again after a restart converge".into()
+        } else {
+            "at-least-once: plain inserts are written again after a restart (set primary_keys for upserts, or is_exactly_once for XA)".into()
+        })
+    }
+
+    fn setup(&self, ctx: &ResolveContext) -> Result<()> {
+        if !self.generate {
+            return Ok(());
+        }
+        let what = format!("preparing the target tables on {}", self.conn.address());
+        ctx.block_on(&what, async {
+            let mut c = Conn::open(&self.conn).await?;
+            for t in self.targets.iter().filter(|t| t.query.is_none()) {
+                self.setup_target(&mut c, t, ctx.resumed).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn create_writer(
+        &self,
+        ctx: &WriterContext,
+        restored: Option<Value>,
+    ) -> Result<Box<dyn SinkWriter>> {
+        let conn = self.conn.clone();
+        let mut c = block_on(async move { Conn::open(&conn).await })?;
+        let prefix = format!("ferry:{}:{}:", ctx.job.job_id, ctx.subtask);
+        if self.exactly_once {
+            let after = restored
+                .as_ref()
+                .and_then(|v| v.get("checkpoint"))
+                .and_then(Value::as_u64);
+            block_on(rollback_own(&mut c, self.conn.dialect, &prefix, after))?;
+        }
+        Ok(Box::new(JdbcWriter {
+            dialect: self.conn.dialect,
+            conn_info: self.conn.clone(),
+            conn: c,
+            targets: self.targets.clone(),
+            by_name: self
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.input.clone(), i))
+                .collect(),
+            batch_size: self.batch_size,
+            exactly_once: self.exactly_once,
+            xid_prefix: prefix,
+            attempt: ctx
+                .attempt
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric())
+                .take(16)
+                .collect(),
+            pending: Vec::new(),
+            pending_rows: 0,
+            in_tx: false,
+            last_checkpoint: restored
+                .as_ref()
+                .and_then(|v| v.get("checkpoint"))
+                .and_then(Value::as_u64),
+            mysql_xid: None,
+        }))
+    }
+
+    fn create_committer(&self) -> Result<Option<Box<dyn SinkCommitter>>> {
+        if !self.exactly_once {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(XaCommitter {
+            conn: self.conn.clone(),
+            c: None,
+            attempts: self.max_commit_attempts,
+        })))
+    }
+}
+
+/// Prepared transactions of this writer (ids starting `prefix`) of checkpoints after
+/// `after` (all when `None`), rolled back.
+async fn rollback_own(c: &mut Conn, d: Dialect, prefix: &str, after: Option<u64>) -> Result<()> {
+    let ids: Vec<String> = match d {
+        Dialect::Postgres => c
+            .column(&format!("SELECT gid FROM pg_prepared_xacts WHERE gid LIKE {} AND database = current_database()", literal(d, &format!("{}%", like_escape(prefix)))))
+            .await?
+            .into_iter()
+            .flatten()
+            .collect(),
+        Dialect::MySql => {
+            let Conn::My(my) = c else { return Ok(()) };
+            let rows: Vec<mysql_async::Row> = my.query("XA RECOVER").await.map_err(|e| FerryError::external(COMPONENT, format!("XA RECOVER: {e}")))?;
+            rows.iter()
+                .filter_map(|r| match r.as_ref(3) {
+                    Some(mysql_async::Value::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+                    _ => None,
+                })
+                .filter(|g| g.starts_with(prefix))
+                .collect()
+        }
+    };
+    for id in ids {
+        let cp = id[prefix.len()..]
+            .split(':')
+            .next()
+            .and_then(|s| s.parse::<u64>().ok());
+        if after.is_some_and(|a| cp.is_some_and(|cp| cp <= a)) {
+            continue; // a stored checkpoint's: the committer publishes it
+        }
+        tracing::info!("Jdbc: rolling back prepared transaction {id} left by an earlier run");
+        let sql = match d {
+            Dialect::Postgres => format!("ROLLBACK PREPARED {}", literal(d, &id)),
+            Dialect::MySql => format!("XA ROLLBACK {}", literal(d, &id)),
+        };
+        c.exec(&sql).await?;
+    }
+    Ok(())
+}
+
+fn like_escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
+/// One statement's worth of rows waiting to be written.
+enum Op {
+    /// Rows inserted or upserted (by key, the last row of a key wins).
+    Write {
+        target: usize,
+        rows: Vec<String>,
+        keys: HashMap<String, usize>,
+    },
+    /// Keys deleted.
+    Delete { target: usize, keys: Vec<String> },
+    /// Statements of the user's query.
+    Query { statements: Vec<String> },
+}
+
+struct JdbcWriter {
+    dialect: Dialect,
+    conn_info: Arc<ConnInfo>,
+    conn: Conn,
+    targets: Arc<Vec<Target>>,
+    by_name: HashMap<Arc<str>, usize>,
+    batch_size: usize,
+    exactly_once: bool,
+    xid_prefix: String,
+    attempt: String,
+    pending: Vec<Op>,
+    pending_rows: usize,
+    in_tx: bool,
+    last_checkpoint: Option<u64>,
+    /// The id the open MySQL XA transaction was started with.
+    mysql_xid: Option<String>,
+}
+
+impl JdbcWriter {
+    fn row_tuple(&self, cols: &[ArrayRef], idx: &[usize], i: usize) -> Result<String> {
+        let mut s = String::from("(");
+        for (n, c) in idx.iter().enumerate() {
+            if n > 0 {
+                s.push_str(", ");
+            }
+            push_literal(&mut s, self.dialect, cols[*c].as_ref(), i)
+                .map_err(|m| FerryError::data(COMPONENT, m))?;
+        }
+        s.push(')');
+        Ok(s)
+    }
+
+    fn statement(&self, op: &Op) -> String {
+        let d = self.dialect;
+        match op {
+            Op::Query { statements } => statements.join(";\n"),
+            Op::Write { target, rows, .. } => {
+                let t = &self.targets[*target];
+                let cols: Vec<String> = t.columns.iter().map(|c| d.quote(c)).collect();
+                let mut sql = format!(
+                    "INSERT INTO {} ({}) VALUES {}",
+                    t.quoted,
+                    cols.join(", "),
+                    rows.join(", ")
+                );
+                if t.upsert {
+                    let keys: Vec<String> =
+                        t.keys.iter().map(|k| d.quote(&t.columns[*k])).collect();
+                    let others: Vec<&String> = cols
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !t.keys.contains(i))
+                        .map(|(_, c)| c)
+                        .collect();
+                    match d {
+                        Dialect::Postgres => {
+                            sql.push_str(&format!(" ON CONFLICT ({}) ", keys.join(", ")));
+                            if others.is_empty() {
+                                sql.push_str("DO NOTHING");
+                            } else {
+                                let sets: Vec<String> = others
+                                    .iter()
+                                    .map(|c| format!("{c} = EXCLUDED.{c}"))
+                                    .collect();
+                                sql.push_str(&format!("DO UPDATE SET {}", sets.join(", ")));
+                            }
+                        }
+                        Dialect::MySql => {
+                            let target_cols = if others.is_empty() {
+                                keys.iter().collect::<Vec<_>>()
+                            } else {
+                                others
+                            };
+                            let sets: Vec<String> = target_cols
+                                .iter()
+                                .map(|c| format!("{c} = VALUES({c})"))
+                                .collect();
+                            sql.push_str(&format!(" ON DUPLICATE KEY UPDATE {}", sets.join(", ")));
+                        }
+                    }
+                }
+                sql
+            }
+            Op::Delete { target, keys } => {
+                let t = &self.targets[*target];
+                let kc: Vec<String> = t.keys.iter().map(|k| d.quote(&t.columns[*k])).collect();
+                format!(
+                    "DELETE FROM {} WHERE ({}) IN ({})",
+                    t.quoted,
+                    kc.join(", "),
+                    keys.join(", ")
+                )
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let ops = std::mem::take(&mut self.pending);
+        self.pending_rows = 0;
+        let mut sql = String::new();
+        if self.exactly_once && !self.in_tx {
+            sql.push_str(match self.dialect {
+                Dialect::Postgres => "BEGIN;\n",
+                Dialect::MySql => "",
+            });
+        }
+        let stmts: Vec<String> = ops.iter().map(|op| self.statement(op)).collect();
+        if self.exactly_once && !self.in_tx && self.dialect == Dialect::MySql {
+            let xid = self.xid(self.last_checkpoint.map_or(1, |c| c + 1));
+            block_on(
+                self.conn
+                    .exec(&format!("XA START {}", literal(self.dialect, &xid))),
+            )?;
+            self.mysql_xid = Some(xid);
+        }
+        self.in_tx = self.exactly_once;
+        sql.push_str(&stmts.join(";\n"));
+        let conn = &mut self.conn;
+        block_on(async { conn.exec(&sql).await })
+    }
+
+    fn xid(&self, checkpoint: u64) -> String {
+        format!("{}{checkpoint}:{}", self.xid_prefix, self.attempt)
+    }
+}
+
+impl SinkWriter for JdbcWriter {
+    fn write(&mut self, batch: &ChangeBatch) -> Result<()> {
+        let Some(&ti) = self.by_name.get(&batch.table) else {
+            return Err(FerryError::internal(format!(
+                "Jdbc sink got rows of unknown table {}",
+                batch.table
+            )));
+        };
+        let t = self.targets[ti].clone();
+        let cols = batch.data.columns();
+        let all: Vec<usize> = (0..cols.len()).collect();
+        for i in 0..batch.num_rows() {
+            let kind = batch.kind(i);
+            if let Some(q) = &t.query {
+                if kind == RowKind::UpdateBefore {
+                    continue;
+                }
+                let names: Vec<String> = t
+                    .schema
+                    .schema
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .collect();
+                let stmt = bind_query(
+                    q.trim().trim_end_matches(';'),
+                    self.dialect,
+                    &names,
+                    cols,
+                    i,
+                )
+                .map_err(|m| FerryError::data(COMPONENT, m))?;
+                match self.pending.last_mut() {
+                    Some(Op::Query { statements }) => statements.push(stmt),
+                    _ => self.pending.push(Op::Query {
+                        statements: vec![stmt],
+                    }),
+                }
+            } else {
+                match kind {
+                    RowKind::UpdateBefore => continue,
+                    RowKind::Delete if !t.keys.is_empty() => {
+                        let key = self.row_tuple(cols, &t.keys, i)?;
+                        match self.pending.last_mut() {
+                            Some(Op::Delete { target, keys }) if *target == ti => keys.push(key),
+                            _ => self.pending.push(Op::Delete { target: ti, keys: vec![key] }),
+                        }
+                    }
+                    RowKind::Delete => {
+                        return Err(FerryError::config(format!(
+                            "{COMPONENT}: a DELETE row reached table {} which has no primary_keys: set primary_keys to delete by key",
+                            t.quoted
+                        )))
+                    }
+                    _ => {
+                        let row = self.row_tuple(cols, &all, i)?;
+                        let key = if t.upsert { Some(self.row_tuple(cols, &t.keys, i)?) } else { None };
+                        let reuse = matches!(self.pending.last(), Some(Op::Write { target, .. }) if *target == ti);
+                        if !reuse {
+                            self.pending.push(Op::Write { target: ti, rows: Vec::new(), keys: HashMap::new() });
+                        }
+                        if let Some(Op::Write { rows, keys, .. }) = self.pending.last_mut() {
+                            match key.and_then(|k| match keys.get(&k) {
+                                Some(&at) => Some(at),
+                                None => {
+                                    keys.insert(k, rows.len());
+                                    None
+                                }
+                            }) {
+                                // One statement may not touch a key twice: the last row wins.
+                                Some(at) => rows[at] = row,
+                                None => rows.push(row),
+                            }
+                        }
+                    }
+                }
+            }
+            self.pending_rows += 1;
+            if self.pending_rows >= self.batch_size {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn prepare_commit(&mut self, checkpoint_id: u64) -> Result<Option<Value>> {
+        self.flush()?;
+        if !self.exactly_once {
+            return Ok(None);
+        }
+        self.last_checkpoint = Some(checkpoint_id);
+        if !self.in_tx {
+            return Ok(None);
+        }
+        let d = self.dialect;
+        let xid = match d {
+            Dialect::Postgres => {
+                let xid = self.xid(checkpoint_id);
+                block_on(
+                    self.conn
+                        .exec(&format!("PREPARE TRANSACTION {}", literal(d, &xid))),
+                )?;
+                xid
+            }
+            Dialect::MySql => {
+                // MySQL names the transaction at XA START (the checkpoint expected then).
+                let xid = self
+                    .mysql_xid
+                    .take()
+                    .unwrap_or_else(|| self.xid(checkpoint_id));
+                block_on(
+                    self.conn
+                        .exec(&format!("XA END {0}; XA PREPARE {0}", literal(d, &xid))),
+                )?;
+                // MariaDB keeps a prepared XA transaction bound to its connection until that
+                // disconnects, and only then can the committer's connection commit it.
+                let info = self.conn_info.clone();
+                let old = std::mem::replace(
+                    &mut self.conn,
+                    block_on(async move { Conn::open(&info).await })?,
+                );
+                if let Conn::My(c) = old {
+                    block_on(async move {
+                        c.disconnect()
+                            .await
+                            .map_err(|e| FerryError::external(COMPONENT, e.to_string()))
+                    })?;
+                }
+                xid
+            }
+        };
+        self.in_tx = false;
+        Ok(Some(json!({ "xid": xid })))
+    }
+
+    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
+        Ok(self.last_checkpoint.map(|c| json!({ "checkpoint": c })))
+    }
+
+    fn abort(&mut self) -> Result<()> {
+        self.pending.clear();
+        self.pending_rows = 0;
+        if self.in_tx {
+            let sql = match self.dialect {
+                Dialect::Postgres => "ROLLBACK".to_string(),
+                Dialect::MySql => {
+                    let x = literal(self.dialect, &self.mysql_xid.take().unwrap_or_default());
+                    format!("XA END {x}; XA ROLLBACK {x}")
+                }
+            };
+            let _ = block_on(self.conn.exec(&sql));
+            self.in_tx = false;
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<()> {
+        self.flush()
+    }
+}
+
+struct XaCommitter {
+    conn: Arc<ConnInfo>,
+    c: Option<Conn>,
+    attempts: u64,
+}
+
+impl XaCommitter {
+    fn run(&mut self, xid: &str, commit: bool) -> Result<()> {
+        let d = self.conn.dialect;
+        let mut last = None;
+        for _ in 0..self.attempts {
+            if self.c.is_none() {
+                let info = self.conn.clone();
+                self.c = Some(block_on(async move { Conn::open(&info).await })?);
+            }
+            let Some(c) = self.c.as_mut() else { continue };
+            let r = block_on(async {
+                // Idempotent: only ids still prepared are committed.
+                let still = match d {
+                    Dialect::Postgres => !c
+                        .column(&format!(
+                            "SELECT 1 FROM pg_prepared_xacts WHERE gid = {}",
+                            literal(d, xid)
+                        ))
+                        .await?
+                        .is_empty(),
+                    Dialect::MySql => {
+                        let Conn::My(my) = c else { return Ok(()) };
+                        let rows: Vec<mysql_async::Row> = my
+                            .query("XA RECOVER")
+                            .await
+                            .map_err(|e| FerryError::external(COMPONENT, e.to_string()))?;
+                        rows.iter().any(|r| matches!(r.as_ref(3), Some(mysql_async::Value::Bytes(b)) if b.as_slice() == xid.as_bytes()))
+                    }
+                };
+                if !still {
+                    return Ok(());
+                }
+                let sql = match (d, commit) {
+                    (Dialect::Postgres, true) => format!("COMMIT PREPARED {}", literal(d, xid)),
+                    (Dialect::Postgres, false) => format!("ROLLBACK PREPARED {}", literal(d, xid)),
+                    (Dialect::MySql, true) => format!("XA COMMIT {}", literal(d, xid)),
+                    (Dialect::MySql, false) => format!("XA ROLLBACK {}", literal(d, xid)),
+                };
+                c.exec(&sql).await
+            });
+            match r {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    self.c = None;
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| FerryError::external(COMPONENT, format!("cannot commit {xid}"))))
+    }
+}
+
+impl SinkCommitter for XaCommitter {
+    fn commit(&mut self, _checkpoint_id: u64, infos: Vec<Value>) -> Result<()> {
+        for info in infos {
+            if let Some(xid) = info.get("xid").and_then(Value::as_str) {
+                self.run(xid, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self, _checkpoint_id: u64, infos: Vec<Value>) -> Result<()> {
+        for info in infos {
+            if let Some(xid) = info.get("xid").and_then(Value::as_str) {
+                self.run(xid, false)?;
+            }
+        }
+        Ok(())
+    }
+}

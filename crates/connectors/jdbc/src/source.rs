@@ -1,0 +1,1057 @@
+//! The `Jdbc` source: options, [`Source::resolve`] against the database's catalog, splits
+//! (SeaTunnel's fixed and dynamic splitters) and readers on the I/O runtime.
+//!
+//! # Splits and checkpoints
+//! A split is a predicate over one table (`"id" >= 0 AND "id" < 1000`, `abs(hashtext(..))
+//! % 4 = 1`, `"id" IS NULL`) and the number of its rows already returned. When the table
+//! has a primary or unique key the reader orders by it, so that a split restored from a
+//! checkpoint skips exactly the rows it had returned (`OFFSET n`) and a restart re-reads
+//! only what is unfinished; finished splits are gone from the state. Without a key the
+//! order is the server's and the source says it is not replayable.
+//!
+//! # PostgreSQL: one snapshot, binary COPY
+//! In a batch job the enumerator opens a `REPEATABLE READ` transaction, exports its
+//! snapshot (`pg_export_snapshot()`) and keeps that connection for the job's life; every
+//! reader imports it (`SET TRANSACTION SNAPSHOT`), so all splits see the table at one point
+//! in time, and reads its split with `COPY (SELECT …) TO STDOUT (FORMAT binary)` decoded
+//! straight into Arrow builders. After a crash the exporting transaction is gone: a
+//! restored reader then reads at a fresh snapshot of its own (logged), so rows changed
+//! between the crash and the restart may be seen in their new state.
+//!
+//! # MySQL/MariaDB
+//! Each split is one streaming (unbuffered) text-protocol query, rows decoded as they
+//! arrive.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use ferry_api::io::{Fetched, Fetcher, Readiness};
+use ferry_api::{
+    catalog::ColumnInfo, Boundedness, CatalogInfo, ChangeBatch, EnumeratorContext, FerryError,
+    JobMode, OptionKind, OptionSpec, Options, ReadStatus, ReaderContext, ResolveContext, Result,
+    Source, SourceFactory, SourceReader, Split, SplitEnumerator, TableId, TableSchema,
+};
+use futures_util::StreamExt;
+use mysql_async::prelude::Queryable;
+use serde_json::{json, Value};
+
+use crate::catalog::{describe_mysql, describe_pg, literal, pg_rows, Described};
+use crate::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect};
+use crate::decode::{Builders, CopyDecoder};
+use crate::types::ColumnDef;
+
+const COMPONENT: &str = "source Jdbc";
+
+/// Every option of the source.
+pub const SOURCE_OPTIONS: &[OptionSpec] = &[
+    OptionSpec::required("url", OptionKind::String, "jdbc:postgresql://host:port/db, jdbc:mysql://host:port/db or jdbc:mariadb://host:port/db, with URL properties after '?'."),
+    OptionSpec::optional("driver", OptionKind::String, None, "Java driver class (org.postgresql.Driver, com.mysql.cj.jdbc.Driver, com.mysql.jdbc.Driver, org.mariadb.jdbc.Driver): must match the url's database."),
+    OptionSpec::optional("user", OptionKind::String, None, "User name."),
+    OptionSpec::optional("username", OptionKind::String, None, "User name (alternative spelling)."),
+    OptionSpec::optional("password", OptionKind::String, None, "Password; never shown in messages."),
+    OptionSpec::optional("properties", OptionKind::Object, None, "Connection properties, as URL properties."),
+    OptionSpec::optional("connection_check_timeout_sec", OptionKind::Int, Some("30"), "How long to wait for a connection, in seconds."),
+    OptionSpec::optional("query", OptionKind::String, None, "The query to read."),
+    OptionSpec::optional("table_path", OptionKind::String, None, "The table to read: db.schema.table (PostgreSQL) or db.table (MySQL)."),
+    OptionSpec::optional("table_list", OptionKind::List, None, "Several tables, each { table_path, query, where_condition, partition_column, … }."),
+    OptionSpec::optional("where_condition", OptionKind::String, None, "A filter for table_path reads: `where id > 10`."),
+    OptionSpec::optional("fetch_size", OptionKind::Int, Some("0"), "Rows per batch (0: 8192)."),
+    OptionSpec::optional("partition_column", OptionKind::String, None, "Column to split reads on (fixed splitter): numeric ranges, or a hash for text."),
+    OptionSpec::optional("partition_num", OptionKind::Int, None, "Number of splits of the fixed splitter (default: the parallelism)."),
+    OptionSpec::optional("partition_lower_bound", OptionKind::Any, None, "Lowest partition_column value (default: MIN)."),
+    OptionSpec::optional("partition_upper_bound", OptionKind::Any, None, "Highest partition_column value (default: MAX)."),
+    OptionSpec::optional("split.size", OptionKind::Int, Some("8096"), "Rows per split of the dynamic splitter (split key from the primary or a unique key)."),
+    OptionSpec::optional("split.even-distribution.factor.upper-bound", OptionKind::Float, Some("100"), "Keys per row at most for even splitting."),
+    OptionSpec::optional("split.even-distribution.factor.lower-bound", OptionKind::Float, Some("0.05"), "Keys per row at least for even splitting."),
+    OptionSpec::optional("split.sample-sharding.threshold", OptionKind::Int, Some("1000"), "Accepted; uneven tables are split by walking the key in split.size steps."),
+    OptionSpec::optional("split.inverse-sampling.rate", OptionKind::Int, Some("1000"), "Accepted; see split.sample-sharding.threshold."),
+    OptionSpec::optional("max_retries", OptionKind::Int, Some("0"), "Accepted for compatibility."),
+    OptionSpec::optional("compatible_mode", OptionKind::String, None, "Accepted for compatibility."),
+    OptionSpec::optional("decimal_type_narrowing", OptionKind::Bool, Some("true"), "Accepted for compatibility."),
+    OptionSpec::optional("int_type_narrowing", OptionKind::Bool, Some("true"), "Accepted for compatibility."),
+    OptionSpec::optional("use_select_count", OptionKind::Bool, Some("false"), "Accepted for compatibility."),
+    OptionSpec::optional("skip_analyze", OptionKind::Bool, Some("false"), "Accepted for compatibility."),
+];
+
+const TABLE_OPTIONS: &[&str] = &[
+    "table_path",
+    "query",
+    "where_condition",
+    "partition_column",
+    "partition_num",
+    "partition_lower_bound",
+    "partition_upper_bound",
+    "split.size",
+    "split.even-distribution.factor.upper-bound",
+    "split.even-distribution.factor.lower-bound",
+    "split.sample-sharding.threshold",
+    "split.inverse-sampling.rate",
+    "use_select_count",
+    "skip_analyze",
+];
+
+/// What to read from one table, as the job file says it.
+#[derive(Debug, Clone)]
+struct TableSpec {
+    table_path: Option<String>,
+    query: Option<String>,
+    where_condition: Option<String>,
+    partition_column: Option<String>,
+    partition_num: Option<u64>,
+    lower: Option<String>,
+    upper: Option<String>,
+    split_size: u64,
+    factor_upper: f64,
+    factor_lower: f64,
+}
+
+fn bound(o: &mut Options, key: &str) -> Result<Option<String>> {
+    Ok(match o.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(_) => return Err(o.error(key, "expected a number")),
+    })
+}
+
+fn read_table_spec(o: &mut Options) -> Result<TableSpec> {
+    let t = TableSpec {
+        table_path: o.string("table_path")?,
+        query: o.string("query")?,
+        where_condition: o.string("where_condition")?,
+        partition_column: o.string("partition_column")?,
+        partition_num: o.u64("partition_num")?,
+        lower: bound(o, "partition_lower_bound")?,
+        upper: bound(o, "partition_upper_bound")?,
+        split_size: o.u64("split.size")?.unwrap_or(8096).max(1),
+        factor_upper: o
+            .f64("split.even-distribution.factor.upper-bound")?
+            .unwrap_or(100.0),
+        factor_lower: o
+            .f64("split.even-distribution.factor.lower-bound")?
+            .unwrap_or(0.05),
+    };
+    let _ = o.u64("split.sample-sharding.threshold")?;
+    let _ = o.u64("split.inverse-sampling.rate")?;
+    let _ = o.bool("use_select_count")?;
+    let _ = o.bool("skip_analyze")?;
+    if t.table_path.is_none() && t.query.is_none() {
+        return Err(o.error("query", "set query, table_path or table_list"));
+    }
+    if t.partition_num == Some(0) {
+        return Err(o.error("partition_num", "must be at least 1"));
+    }
+    Ok(t)
+}
+
+/// A table after [`Source::resolve`]: its schema and how to read it.
+#[derive(Debug, Clone)]
+struct Resolved {
+    spec: TableSpec,
+    schema: TableSchema,
+    columns: Vec<ColumnDef>,
+    /// `FROM …` text with the filter: `"s"."t" WHERE (id > 10)` or `(query) AS t`.
+    from: String,
+    filter: Option<String>,
+    /// Columns that order rows deterministically (a primary or unique key), quoted.
+    order_by: Vec<String>,
+}
+
+/// The factory of SeaTunnel's `Jdbc` source.
+pub struct JdbcSourceFactory;
+
+impl SourceFactory for JdbcSourceFactory {
+    fn name(&self) -> &'static str {
+        "Jdbc"
+    }
+
+    fn description(&self) -> &'static str {
+        "Reads tables or queries from PostgreSQL (binary COPY, one snapshot) and MySQL/MariaDB (streaming), split in parallel"
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        SOURCE_OPTIONS
+    }
+
+    fn create(&self, o: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
+        let conn = ConnInfo::from_options(o)?;
+        let fetch_size = o.u64("fetch_size")?.unwrap_or(0);
+        let _ = o.u64("max_retries")?;
+        let _ = o.string("compatible_mode")?;
+        let _ = o.bool("decimal_type_narrowing")?;
+        let _ = o.bool("int_type_narrowing")?;
+        let specs = match o.list("table_list")? {
+            Some(items) => {
+                if items.is_empty() {
+                    return Err(o.error("table_list", "is empty"));
+                }
+                let mut out = Vec::new();
+                for (i, item) in items.into_iter().enumerate() {
+                    let prefix = format!("table_list[{i}]");
+                    let Value::Object(mut m) = item else {
+                        return Err(
+                            o.error(&prefix, "expected a block { table_path = …, query = … }")
+                        );
+                    };
+                    // Splitter options set at the top apply to every table that sets none.
+                    for k in TABLE_OPTIONS
+                        .iter()
+                        .filter(|k| **k != "table_path" && **k != "query")
+                    {
+                        if !m.contains_key(*k) {
+                            if let Some(v) = o.raw().get(*k) {
+                                m.insert(k.to_string(), v.clone());
+                            }
+                        }
+                    }
+                    let mut sub = Options::new(m, o.location().nested(&prefix));
+                    let spec = read_table_spec(&mut sub).map_err(|e| e.within(&prefix))?;
+                    if spec.table_path.is_none() {
+                        return Err(
+                            o.error(&format!("{prefix}.table_path"), "is required in table_list")
+                        );
+                    }
+                    let specs: Vec<OptionSpec> = TABLE_OPTIONS
+                        .iter()
+                        .map(|n| OptionSpec::optional(n, OptionKind::Any, None, ""))
+                        .collect();
+                    sub.finish(&specs).map_err(|e| e.within(&prefix))?;
+                    out.push(spec);
+                }
+                for k in TABLE_OPTIONS {
+                    let _ = o.get(k);
+                }
+                out
+            }
+            None => vec![read_table_spec(o)?],
+        };
+        o.finish(SOURCE_OPTIONS)?;
+        Ok(Box::new(JdbcSource {
+            conn: Arc::new(conn),
+            specs,
+            tables: Vec::new(),
+            fetch_size,
+            mode: job.mode,
+        }))
+    }
+}
+
+use ferry_api::JobContext;
+
+/// A configured `Jdbc` source.
+#[derive(Debug)]
+pub struct JdbcSource {
+    conn: Arc<ConnInfo>,
+    specs: Vec<TableSpec>,
+    tables: Vec<Resolved>,
+    fetch_size: u64,
+    mode: JobMode,
+}
+
+fn strip_where(s: &str) -> &str {
+    let t = s.trim();
+    if t.len() >= 5 && t[..5].eq_ignore_ascii_case("where") {
+        t[5..].trim()
+    } else {
+        t
+    }
+}
+
+fn split_path(dialect: Dialect, path: &str) -> (Option<String>, Option<String>, String) {
+    let parts: Vec<&str> = path.split('.').collect();
+    match (dialect, parts.as_slice()) {
+        (_, [t]) => (None, None, t.to_string()),
+        (Dialect::Postgres, [s, t]) => (None, Some(s.to_string()), t.to_string()),
+        (Dialect::MySql, [d, t]) => (Some(d.to_string()), None, t.to_string()),
+        (_, [d, s, t]) => (Some(d.to_string()), Some(s.to_string()), t.to_string()),
+        _ => (None, None, path.to_string()),
+    }
+}
+
+impl JdbcSource {
+    async fn describe(&self, spec: &TableSpec) -> Result<Resolved> {
+        let d = self.conn.dialect;
+        let path = spec.table_path.as_deref().map(|p| split_path(d, p));
+        // The table as SQL names it: PostgreSQL's database is the connection's own.
+        let quoted = path.as_ref().map(|(db, schema, t)| {
+            let mut parts: Vec<&str> = Vec::new();
+            match d {
+                Dialect::Postgres => {
+                    if let Some(s) = schema {
+                        parts.push(s);
+                    }
+                }
+                Dialect::MySql => {
+                    if let Some(db) = db.as_ref().or(schema.as_ref()) {
+                        parts.push(db);
+                    }
+                }
+            }
+            parts.push(t);
+            d.quote_path(&parts)
+        });
+        let (from, filter) = match (&spec.query, &quoted) {
+            (Some(q), _) => (
+                format!("({}) AS ferry_q", q.trim().trim_end_matches(';')),
+                None,
+            ),
+            (None, Some(t)) => (
+                t.clone(),
+                spec.where_condition
+                    .as_deref()
+                    .map(|w| strip_where(w).to_string()),
+            ),
+            (None, None) => {
+                return Err(FerryError::internal(
+                    "a table has neither query nor table_path",
+                ))
+            }
+        };
+        let filter = match (&spec.query, &spec.where_condition) {
+            (Some(_), Some(w)) => Some(strip_where(w).to_string()),
+            _ => filter,
+        };
+        let probe = format!("SELECT * FROM {from}");
+        let described: Described = match d {
+            Dialect::Postgres => {
+                let client = connect_pg(&self.conn, COMPONENT).await?;
+                describe_pg(&client, &probe, quoted.as_deref(), COMPONENT).await?
+            }
+            Dialect::MySql => {
+                let mut conn = connect_mysql(&self.conn, COMPONENT).await?;
+                let table = path.as_ref().and_then(|(db, _, t)| {
+                    db.as_deref()
+                        .or(Some(self.conn.database.as_str()).filter(|s| !s.is_empty()))
+                        .map(|db| (db.to_string(), t.clone()))
+                });
+                let r = describe_mysql(
+                    &mut conn,
+                    &probe,
+                    table.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+                    COMPONENT,
+                )
+                .await;
+                let _ = conn.disconnect().await;
+                r?
+            }
+        };
+        let fields: Vec<Field> = described
+            .columns
+            .iter()
+            .map(|c| Field::new(&c.name, c.data_type.clone(), c.nullable))
+            .collect();
+        let schema: SchemaRef = Arc::new(Schema::new(fields));
+        let mut catalog = CatalogInfo {
+            id: path.as_ref().map(|(db, s, t)| TableId {
+                catalog: d.catalog_name().into(),
+                database: db
+                    .clone()
+                    .or_else(|| Some(self.conn.database.clone()).filter(|x| !x.is_empty())),
+                schema: s.clone(),
+                table: t.clone(),
+            }),
+            primary_key: described.primary_key.clone(),
+            constraint_keys: described.keys.clone(),
+            ..Default::default()
+        };
+        for c in &described.columns {
+            catalog.set_column(
+                &c.name,
+                ColumnInfo {
+                    length: c.length,
+                    source_type: Some(c.source_type.clone()),
+                    ..Default::default()
+                },
+            );
+        }
+        let key: Vec<String> = match &described.primary_key {
+            Some(pk) => pk.columns.clone(),
+            None => described
+                .keys
+                .iter()
+                .find(|k| k.kind == ferry_api::ConstraintType::Unique)
+                .map(|k| k.columns.iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_default(),
+        };
+        let name = spec.table_path.clone().unwrap_or_else(|| "default".into());
+        Ok(Resolved {
+            spec: spec.clone(),
+            schema: TableSchema::new(name, schema).with_catalog(catalog),
+            columns: described.columns,
+            from,
+            filter,
+            order_by: key.iter().map(|k| d.quote(k)).collect(),
+        })
+    }
+}
+
+impl Source for JdbcSource {
+    fn resolve(&mut self, ctx: &ResolveContext) -> Result<()> {
+        let what = format!("reading the tables' columns from {}", self.conn.address());
+        let mut tables = Vec::with_capacity(self.specs.len());
+        for spec in &self.specs {
+            let r = ctx.block_on(&what, self.describe(spec))?;
+            tables.push(r);
+        }
+        let mut seen = std::collections::HashSet::new();
+        for t in &tables {
+            if !seen.insert(t.schema.name.clone()) {
+                return Err(FerryError::config(format!(
+                    "{COMPONENT}: table '{}' is listed twice",
+                    t.schema.name
+                )));
+            }
+        }
+        self.tables = tables;
+        Ok(())
+    }
+
+    fn boundedness(&self) -> Boundedness {
+        Boundedness::Bounded
+    }
+
+    fn tables(&self) -> Vec<TableSchema> {
+        self.tables.iter().map(|t| t.schema.clone()).collect()
+    }
+
+    fn is_replayable(&self) -> bool {
+        self.tables.iter().all(|t| !t.order_by.is_empty())
+    }
+
+    fn create_enumerator(
+        &self,
+        ctx: &EnumeratorContext,
+        restored: Option<Value>,
+    ) -> Result<Box<dyn SplitEnumerator>> {
+        let (planned, pending) = match restored {
+            Some(v) => {
+                let pending: Vec<Split> =
+                    serde_json::from_value(v.get("pending").cloned().unwrap_or(json!([])))
+                        .map_err(|e| FerryError::internal(format!("Jdbc enumerator state: {e}")))?;
+                (
+                    v.get("planned").and_then(Value::as_bool).unwrap_or(false),
+                    pending,
+                )
+            }
+            None => (false, Vec::new()),
+        };
+        Ok(Box::new(JdbcEnumerator {
+            conn: self.conn.clone(),
+            tables: self.tables.clone(),
+            parallelism: ctx.parallelism.max(1),
+            planned,
+            pending: pending.into_iter().map(|s| (None, s)).collect(),
+            snapshot_holder: None,
+            share_snapshot: self.mode == JobMode::Batch,
+            next_reader: 0,
+        }))
+    }
+
+    fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
+        let batch_rows = if self.fetch_size == 0 {
+            8192
+        } else {
+            self.fetch_size as usize
+        };
+        Ok(Box::new(JdbcReader {
+            conn: self.conn.clone(),
+            tables: Arc::new(self.tables.clone()),
+            batch_rows,
+            splits: VecDeque::new(),
+            current: None,
+            no_more: false,
+            readiness: Readiness::new(),
+        }))
+    }
+}
+
+/// What a split holds in its state.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct SplitState {
+    /// Index of the table in the source's list.
+    table: usize,
+    /// The split's predicate, `None` for the whole table.
+    #[serde(rename = "where")]
+    predicate: Option<String>,
+    /// Rows of the split already returned.
+    skip: u64,
+    /// PostgreSQL snapshot to read at (batch jobs), if any.
+    #[serde(default)]
+    snapshot: Option<String>,
+}
+
+struct JdbcEnumerator {
+    conn: Arc<ConnInfo>,
+    tables: Vec<Resolved>,
+    parallelism: usize,
+    planned: bool,
+    pending: VecDeque<(Option<usize>, Split)>,
+    /// The connection whose open transaction keeps the exported snapshot alive.
+    snapshot_holder: Option<tokio_postgres::Client>,
+    share_snapshot: bool,
+    next_reader: usize,
+}
+
+/// An integer bound of a split key.
+fn int_key(dt: &DataType) -> bool {
+    matches!(
+        dt,
+        DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::Decimal128(_, 0)
+    )
+}
+
+/// Ranges `[lo, hi]` cut into `n` chunks: predicates that together cover every value
+/// (the first open below, the last open above).
+fn range_predicates(col: &str, lo: i128, hi: i128, n: u64) -> Vec<String> {
+    if hi <= lo || n <= 1 {
+        return vec![format!("{col} IS NOT NULL")];
+    }
+    let span = (hi - lo + 1) as u128;
+    let step = span.div_ceil(n as u128).max(1) as i128;
+    let mut out = Vec::new();
+    let mut start = lo;
+    let mut first = true;
+    while start <= hi {
+        let end = start.saturating_add(step);
+        let last = end > hi;
+        out.push(match (first, last) {
+            (true, true) => format!("{col} IS NOT NULL"),
+            (true, false) => format!("{col} < {end}"),
+            (false, true) => format!("{col} >= {start}"),
+            (false, false) => format!("{col} >= {start} AND {col} < {end}"),
+        });
+        first = false;
+        start = end;
+    }
+    out
+}
+
+impl JdbcEnumerator {
+    async fn scalar_row(&mut self, sql: &str) -> Result<Vec<Option<String>>> {
+        match self.conn.dialect {
+            Dialect::Postgres => {
+                if self.snapshot_holder.is_none() {
+                    self.snapshot_holder = Some(connect_pg(&self.conn, COMPONENT).await?);
+                }
+                let client = self
+                    .snapshot_holder
+                    .as_ref()
+                    .ok_or_else(|| FerryError::internal("no client"))?;
+                Ok(pg_rows(client, sql, COMPONENT)
+                    .await?
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default())
+            }
+            Dialect::MySql => {
+                let mut c = connect_mysql(&self.conn, COMPONENT).await?;
+                let rows: Vec<mysql_async::Row> = c
+                    .query(sql)
+                    .await
+                    .map_err(|e| FerryError::external(COMPONENT, format!("{e}: {sql}")))?;
+                let _ = c.disconnect().await;
+                Ok(rows
+                    .first()
+                    .map(|r| {
+                        (0..r.len())
+                            .map(|i| match r.as_ref(i) {
+                                Some(mysql_async::Value::Bytes(b)) => {
+                                    Some(String::from_utf8_lossy(b).into_owned())
+                                }
+                                Some(mysql_async::Value::Int(n)) => Some(n.to_string()),
+                                Some(mysql_async::Value::UInt(n)) => Some(n.to_string()),
+                                _ => None,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default())
+            }
+        }
+    }
+
+    fn where_all(t: &Resolved) -> String {
+        match &t.filter {
+            Some(f) => format!(" WHERE ({f})"),
+            None => String::new(),
+        }
+    }
+
+    async fn plan(&mut self) -> Result<Vec<Split>> {
+        let d = self.conn.dialect;
+        let mut snapshot = None;
+        if d == Dialect::Postgres && self.share_snapshot {
+            let client = connect_pg(&self.conn, COMPONENT).await?;
+            client
+                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .await
+                .map_err(|e| FerryError::external(COMPONENT, pg_error_text(&e)))?;
+            let rows = pg_rows(&client, "SELECT pg_export_snapshot()", COMPONENT).await?;
+            snapshot = rows.first().and_then(|r| r[0].clone());
+            self.snapshot_holder = Some(client);
+        }
+        let mut splits = Vec::new();
+        let tables = self.tables.clone();
+        for (ti, t) in tables.iter().enumerate() {
+            let preds = self.split_table(t).await?;
+            for (i, p) in preds.into_iter().enumerate() {
+                splits.push(Split {
+                    id: format!("{}#{i}", t.schema.name),
+                    state: serde_json::to_value(SplitState {
+                        table: ti,
+                        predicate: p,
+                        skip: 0,
+                        snapshot: snapshot.clone(),
+                    })
+                    .map_err(|e| FerryError::internal(e.to_string()))?,
+                });
+            }
+        }
+        Ok(splits)
+    }
+
+    /// The predicates of one table's splits (one `None` for an unsplit read).
+    async fn split_table(&mut self, t: &Resolved) -> Result<Vec<Option<String>>> {
+        let d = self.conn.dialect;
+        let spec = &t.spec;
+        let from = format!("{}{}", t.from, Self::where_all(t));
+        // The fixed splitter: an explicit partition column.
+        if let Some(pc) = &spec.partition_column {
+            let col = t.columns.iter().find(|c| c.name == *pc).ok_or_else(|| {
+                FerryError::config(format!(
+                    "{COMPONENT}: partition_column '{pc}' is not a column of {}",
+                    t.schema.name
+                ))
+            })?;
+            let q = d.quote(&col.name);
+            let n = spec.partition_num.unwrap_or(self.parallelism as u64).max(1);
+            let mut preds: Vec<Option<String>> = if int_key(&col.data_type) {
+                let (lo, hi) = match (&spec.lower, &spec.upper) {
+                    (Some(l), Some(u)) => (l.clone(), u.clone()),
+                    _ => {
+                        let r = self
+                            .scalar_row(&format!("SELECT MIN({q}), MAX({q}) FROM {from}"))
+                            .await?;
+                        let l = spec.lower.clone().or_else(|| r.first().cloned().flatten());
+                        let u = spec.upper.clone().or_else(|| r.get(1).cloned().flatten());
+                        match (l, u) {
+                            (Some(l), Some(u)) => (l, u),
+                            _ => return Ok(vec![None]),
+                        }
+                    }
+                };
+                let parse = |s: &str, which: &str| {
+                    s.trim()
+                        .split('.')
+                        .next()
+                        .unwrap_or("")
+                        .parse::<i128>()
+                        .map_err(|_| {
+                            FerryError::config(format!(
+                                "{COMPONENT}: partition_{which}_bound '{s}' is not an integer"
+                            ))
+                        })
+                };
+                range_predicates(&q, parse(&lo, "lower")?, parse(&hi, "upper")?, n)
+                    .into_iter()
+                    .map(Some)
+                    .collect()
+            } else if col.data_type == DataType::Utf8 {
+                (0..n)
+                    .map(|i| {
+                        Some(match d {
+                            Dialect::Postgres => format!("abs(hashtext({q})::int8) % {n} = {i}"),
+                            Dialect::MySql => format!("MOD(CRC32({q}), {n}) = {i}"),
+                        })
+                    })
+                    .collect()
+            } else {
+                return Err(FerryError::config(format!(
+                    "{COMPONENT}: partition_column '{pc}' has type {}; split on an integer or text column",
+                    ferry_api::types::type_name(&col.data_type)
+                )));
+            };
+            if col.nullable {
+                preds.push(Some(format!("{q} IS NULL")));
+            }
+            return Ok(preds);
+        }
+        // The dynamic splitter: a table with an integer primary or unique key.
+        if spec.query.is_some() || t.order_by.is_empty() {
+            return Ok(vec![None]);
+        }
+        let key_name = t.schema.primary_key_columns().first().cloned().or_else(|| {
+            t.schema
+                .catalog
+                .constraint_keys
+                .iter()
+                .find(|k| k.kind == ferry_api::ConstraintType::Unique)
+                .and_then(|k| k.columns.first().map(|c| c.name.clone()))
+        });
+        let Some(key) = key_name.and_then(|k| t.columns.iter().find(|c| c.name == k).cloned())
+        else {
+            return Ok(vec![None]);
+        };
+        if !int_key(&key.data_type) {
+            return Ok(vec![None]);
+        }
+        let q = d.quote(&key.name);
+        let r = self
+            .scalar_row(&format!("SELECT COUNT(*), MIN({q}), MAX({q}) FROM {from}"))
+            .await?;
+        let num = |i: usize| {
+            r.get(i)
+                .cloned()
+                .flatten()
+                .and_then(|s| s.parse::<i128>().ok())
+        };
+        let (Some(count), Some(lo), Some(hi)) = (num(0), num(1), num(2)) else {
+            return Ok(vec![None]);
+        };
+        let size = spec.split_size as i128;
+        if count <= size {
+            return Ok(vec![None]);
+        }
+        let factor = (hi - lo + 1) as f64 / count as f64;
+        let mut preds = Vec::new();
+        if factor >= spec.factor_lower && factor <= spec.factor_upper {
+            let chunks = (count + size - 1) / size;
+            preds = range_predicates(&q, lo, hi, chunks as u64)
+                .into_iter()
+                .map(Some)
+                .collect();
+        } else {
+            // Uneven keys: walk them in steps of split.size rows.
+            let mut start = lo;
+            let mut first = true;
+            loop {
+                let cond = if from.contains(" WHERE ") {
+                    " AND "
+                } else {
+                    " WHERE "
+                };
+                let sql = format!(
+                    "SELECT MAX({q}) FROM (SELECT {q} FROM {from}{cond}{q} >= {start} ORDER BY {q} LIMIT {size}) AS ferry_chunk"
+                );
+                let end = self
+                    .scalar_row(&sql)
+                    .await?
+                    .first()
+                    .cloned()
+                    .flatten()
+                    .and_then(|s| s.parse::<i128>().ok());
+                match end {
+                    Some(e) if e < hi => {
+                        preds.push(Some(if first {
+                            format!("{q} <= {e}")
+                        } else {
+                            format!("{q} >= {start} AND {q} <= {e}")
+                        }));
+                        first = false;
+                        start = e + 1;
+                    }
+                    _ => {
+                        preds.push(Some(if first {
+                            format!("{q} IS NOT NULL")
+                        } else {
+                            format!("{q} >= {start}")
+                        }));
+                        break;
+                    }
+                }
+            }
+        }
+        if key.nullable {
+            preds.push(Some(format!("{q} IS NULL")));
+        }
+        Ok(preds)
+    }
+}
+
+impl SplitEnumerator for JdbcEnumerator {
+    fn discover(&mut self) -> Result<Vec<(usize, Split)>> {
+        if !self.planned {
+            let handle = ferry_api::io::handle()?;
+            let splits = handle.block_on(self.plan())?;
+            self.pending.extend(splits.into_iter().map(|s| (None, s)));
+            self.planned = true;
+        }
+        let mut out = Vec::new();
+        while let Some((reader, split)) = self.pending.pop_front() {
+            let r = reader.unwrap_or_else(|| {
+                let r = self.next_reader % self.parallelism;
+                self.next_reader += 1;
+                r
+            });
+            out.push((r, split));
+        }
+        Ok(out)
+    }
+
+    fn is_exhausted(&self) -> bool {
+        self.planned && self.pending.is_empty()
+    }
+
+    fn add_splits_back(&mut self, splits: Vec<Split>, reader: usize) {
+        self.pending
+            .extend(splits.into_iter().map(|s| (Some(reader), s)));
+    }
+
+    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
+        let pending: Vec<&Split> = self.pending.iter().map(|(_, s)| s).collect();
+        Ok(json!({"planned": self.planned, "pending": pending}))
+    }
+}
+
+struct Current {
+    split: Split,
+    state: SplitState,
+    returned: u64,
+    fetcher: Fetcher<RecordBatch>,
+}
+
+struct JdbcReader {
+    conn: Arc<ConnInfo>,
+    tables: Arc<Vec<Resolved>>,
+    batch_rows: usize,
+    splits: VecDeque<Split>,
+    current: Option<Current>,
+    no_more: bool,
+    readiness: Readiness,
+}
+
+fn select_sql(t: &Resolved, st: &SplitState, dialect: Dialect) -> String {
+    let cols: Vec<&str> = t.columns.iter().map(|c| c.select.as_str()).collect();
+    let mut conds: Vec<String> = Vec::new();
+    if let Some(f) = &t.filter {
+        conds.push(format!("({f})"));
+    }
+    if let Some(p) = &st.predicate {
+        conds.push(format!("({p})"));
+    }
+    let mut sql = format!("SELECT {} FROM {}", cols.join(", "), t.from);
+    if !conds.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conds.join(" AND "));
+    }
+    if !t.order_by.is_empty() {
+        sql.push_str(" ORDER BY ");
+        sql.push_str(&t.order_by.join(", "));
+    }
+    if st.skip > 0 {
+        match dialect {
+            Dialect::Postgres => sql.push_str(&format!(" OFFSET {}", st.skip)),
+            Dialect::MySql => {
+                sql.push_str(&format!(" LIMIT 18446744073709551615 OFFSET {}", st.skip))
+            }
+        }
+    }
+    sql
+}
+
+async fn fetch_pg(
+    conn: Arc<ConnInfo>,
+    table: Resolved,
+    st: SplitState,
+    batch_rows: usize,
+    tx: &ferry_api::io::FetchSender<RecordBatch>,
+) -> Result<()> {
+    let client = connect_pg(&conn, COMPONENT).await?;
+    let pg = |e: tokio_postgres::Error| FerryError::external(COMPONENT, pg_error_text(&e));
+    client
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
+        .map_err(pg)?;
+    if let Some(snap) = &st.snapshot {
+        if let Err(e) = client
+            .batch_execute(&format!(
+                "SET TRANSACTION SNAPSHOT {}",
+                literal(Dialect::Postgres, snap)
+            ))
+            .await
+        {
+            // The exporting transaction ended (a restart after a crash): read at a fresh one.
+            tracing::warn!(
+                "Jdbc: snapshot {snap} is gone ({}); reading {} at a new snapshot",
+                pg_error_text(&e),
+                table.schema.name
+            );
+            client
+                .batch_execute("ROLLBACK; BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                .await
+                .map_err(pg)?;
+        }
+    }
+    let sql = select_sql(&table, &st, Dialect::Postgres);
+    let copy = format!("COPY ({sql}) TO STDOUT (FORMAT binary)");
+    let stream = client
+        .copy_out(&copy)
+        .await
+        .map_err(|e| FerryError::external(COMPONENT, format!("{}: {sql}", pg_error_text(&e))))?;
+    futures_util::pin_mut!(stream);
+    let schema = table.schema.schema.clone();
+    let mut builders = Builders::new(&table.columns, schema, batch_rows, COMPONENT)?;
+    let mut dec = CopyDecoder::new(table.columns.len());
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(pg)?;
+        dec.push(&chunk);
+        loop {
+            dec.drain(&mut builders, batch_rows)?;
+            if builders.rows() >= batch_rows {
+                if !tx.send(Ok(builders.finish()?)).await {
+                    return Ok(());
+                }
+            } else {
+                break;
+            }
+        }
+    }
+    dec.drain(&mut builders, usize::MAX)?;
+    if builders.rows() > 0 {
+        tx.send(Ok(builders.finish()?)).await;
+    }
+    let _ = client.batch_execute("COMMIT").await;
+    Ok(())
+}
+
+async fn fetch_mysql(
+    conn: Arc<ConnInfo>,
+    table: Resolved,
+    st: SplitState,
+    batch_rows: usize,
+    tx: &ferry_api::io::FetchSender<RecordBatch>,
+) -> Result<()> {
+    let mut c = connect_mysql(&conn, COMPONENT).await?;
+    let sql = select_sql(&table, &st, Dialect::MySql);
+    let schema = table.schema.schema.clone();
+    let mut builders = Builders::new(&table.columns, schema, batch_rows, COMPONENT)?;
+    let ncols = table.columns.len();
+    {
+        let mut result = c
+            .query_iter(sql.as_str())
+            .await
+            .map_err(|e| FerryError::external(COMPONENT, format!("{e}: {sql}")))?;
+        loop {
+            let row = result
+                .next()
+                .await
+                .map_err(|e| FerryError::external(COMPONENT, e.to_string()))?;
+            let Some(row) = row else { break };
+            for i in 0..ncols {
+                match row.as_ref(i) {
+                    None | Some(mysql_async::Value::NULL) => builders.append_text(i, None)?,
+                    Some(mysql_async::Value::Bytes(b)) => builders.append_text(i, Some(b))?,
+                    Some(other) => {
+                        let s = other.as_sql(true);
+                        builders.append_text(i, Some(s.trim_matches('\'').as_bytes()))?
+                    }
+                }
+            }
+            builders.end_row();
+            if builders.rows() >= batch_rows && !tx.send(Ok(builders.finish()?)).await {
+                return Ok(());
+            }
+        }
+    }
+    if builders.rows() > 0 {
+        tx.send(Ok(builders.finish()?)).await;
+    }
+    let _ = c.disconnect().await;
+    Ok(())
+}
+
+impl JdbcReader {
+    fn start_next(&mut self) -> Result<bool> {
+        let Some(split) = self.splits.pop_front() else {
+            return Ok(false);
+        };
+        let state: SplitState = serde_json::from_value(split.state.clone())
+            .map_err(|e| FerryError::internal(format!("Jdbc split state: {e}")))?;
+        let table = self.tables.get(state.table).cloned().ok_or_else(|| {
+            FerryError::internal(format!("Jdbc split {} names no table", split.id))
+        })?;
+        let (conn, st, rows) = (self.conn.clone(), state.clone(), self.batch_rows);
+        let fetcher = Fetcher::spawn(4, &self.readiness, move |tx| async move {
+            let r = match conn.dialect {
+                Dialect::Postgres => fetch_pg(conn, table, st, rows, &tx).await,
+                Dialect::MySql => fetch_mysql(conn, table, st, rows, &tx).await,
+            };
+            if let Err(e) = r {
+                tx.send(Err(e)).await;
+            }
+        })?;
+        self.current = Some(Current {
+            split,
+            state,
+            returned: 0,
+            fetcher,
+        });
+        Ok(true)
+    }
+}
+
+impl SourceReader for JdbcReader {
+    fn add_splits(&mut self, splits: Vec<Split>) -> Result<()> {
+        self.splits.extend(splits);
+        self.readiness.notify();
+        Ok(())
+    }
+
+    fn no_more_splits(&mut self) {
+        self.no_more = true;
+        self.readiness.notify();
+    }
+
+    fn poll_next(&mut self) -> Result<ReadStatus> {
+        loop {
+            if self.current.is_none() && !self.start_next()? {
+                return Ok(if self.no_more {
+                    ReadStatus::Finished
+                } else {
+                    ReadStatus::Idle(Duration::from_secs(1))
+                });
+            }
+            let Some(cur) = self.current.as_mut() else {
+                continue;
+            };
+            match cur.fetcher.try_next()? {
+                Fetched::Item(batch) => {
+                    cur.returned += batch.num_rows() as u64;
+                    let t = &self.tables[cur.state.table];
+                    return Ok(ReadStatus::Batch(ChangeBatch::inserts(
+                        t.schema.name.clone(),
+                        batch,
+                    )));
+                }
+                Fetched::Empty => return Ok(ReadStatus::Idle(Duration::from_secs(1))),
+                Fetched::Closed => {
+                    self.current = None;
+                }
+            }
+        }
+    }
+
+    fn readiness(&self) -> Option<Readiness> {
+        Some(self.readiness.clone())
+    }
+
+    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Vec<Split>> {
+        let mut out = Vec::new();
+        if let Some(cur) = &self.current {
+            let mut st = cur.state.clone();
+            st.skip += cur.returned;
+            out.push(Split {
+                id: cur.split.id.clone(),
+                state: serde_json::to_value(st).map_err(|e| FerryError::internal(e.to_string()))?,
+            });
+        }
+        out.extend(self.splits.iter().cloned());
+        Ok(out)
+    }
+}

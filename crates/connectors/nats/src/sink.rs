@@ -1,0 +1,205 @@
+//! The NATS JetStream sink: one message per row with a deterministic `Nats-Msg-Id`,
+//! each acknowledged by the stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::{
+    ChangeBatch, FerryError, JobContext, Result, Sink, SinkDelivery, SinkFactory, SinkWriter,
+    TableSchema, WriterContext,
+};
+use ferry_formats::{Encoder, Format};
+use serde_json::{json, Value};
+
+use crate::client::{api_result, Client};
+use crate::{Server, CONNECTION_OPTIONS, NAME};
+
+const SINK_ONLY: &[OptionSpec] = &[
+    OptionSpec::required("subject", OptionKind::String, "The subject to publish to; a JetStream stream must capture it."),
+    OptionSpec::optional("format", OptionKind::Enum(&["json", "text"]), Some("json"), "How a row becomes a message."),
+    OptionSpec::optional("field_delimiter", OptionKind::String, Some(","), "Delimiter between values with format = text."),
+    OptionSpec::optional("msg_id_prefix", OptionKind::String, None, "Start of every Nats-Msg-Id (default: the job id): jobs writing to one stream need different ones."),
+];
+
+/// How long the stream may take to acknowledge a batch of messages.
+const ACK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `Nats` sink.
+pub struct NatsSinkFactory;
+
+impl SinkFactory for NatsSinkFactory {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn description(&self) -> &'static str {
+        "Publishes rows to a NATS JetStream subject, deduplicated by message id"
+    }
+    fn options(&self) -> &'static [OptionSpec] {
+        static OPTIONS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
+        OPTIONS.get_or_init(|| [CONNECTION_OPTIONS, SINK_ONLY].concat())
+    }
+    fn create(
+        &self,
+        o: &mut Options,
+        _input: &[TableSchema],
+        job: &JobContext,
+    ) -> Result<Arc<dyn Sink>> {
+        let server = Server::read(o)?;
+        let subject = o.required_string("subject")?;
+        if subject.is_empty() || subject.contains(['*', '>', ' ']) {
+            return Err(o.error("subject", "must be a subject without wildcards or spaces"));
+        }
+        let format = match o.enum_value("format", &["json", "text"])? {
+            Some("text") => Format::Text {
+                delimiter: o.string("field_delimiter")?.unwrap_or_else(|| ",".into()),
+            },
+            _ => {
+                o.string("field_delimiter")?;
+                Format::Json
+            }
+        };
+        let prefix = o
+            .string("msg_id_prefix")?
+            .unwrap_or_else(|| job.job_id.clone());
+        o.finish(self.options())?;
+        Ok(Arc::new(NatsSink {
+            server,
+            subject,
+            format,
+            prefix,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct NatsSink {
+    server: Server,
+    subject: String,
+    format: Format,
+    prefix: String,
+}
+
+impl Sink for NatsSink {
+    fn delivery(&self) -> SinkDelivery {
+        SinkDelivery::ExactlyOnce
+    }
+    fn delivery_reason(&self) -> Option<String> {
+        Some("exactly-once in effect: every message carries a Nats-Msg-Id from (job, writer, checkpoint, position), so rows replayed after a restart within the stream's duplicate window are dropped by JetStream; it needs a replayable source and rows reaching the same writer in the same order".into())
+    }
+    fn create_writer(
+        &self,
+        ctx: &WriterContext,
+        restored: Option<Value>,
+    ) -> Result<Box<dyn SinkWriter>> {
+        let epoch = restored
+            .as_ref()
+            .and_then(|s| s["epoch"].as_u64())
+            .unwrap_or(0);
+        let server = self.server.clone();
+        let client =
+            ferry_api::io::handle()?.block_on(async move { Client::connect(&server).await })?;
+        Ok(Box::new(Writer {
+            server: self.server.clone(),
+            client: Some(client),
+            subject: self.subject.clone(),
+            encoder: Encoder {
+                format: self.format.clone(),
+            },
+            id_base: format!("{}-{}", self.prefix, ctx.subtask),
+            epoch,
+            position: 0,
+        }))
+    }
+}
+
+struct Writer {
+    server: Server,
+    client: Option<Client>,
+    subject: String,
+    encoder: Encoder,
+    /// `<prefix>-<writer>`.
+    id_base: String,
+    /// The checkpoint the rows being written follow (0 before the first).
+    epoch: u64,
+    /// Rows written since that checkpoint.
+    position: u64,
+}
+
+impl SinkWriter for Writer {
+    fn write(&mut self, batch: &ChangeBatch) -> Result<()> {
+        let Some(mut client) = self.client.take() else {
+            return Err(FerryError::internal("Nats writer used after a failure"));
+        };
+        let mut out = Vec::new();
+        let mut replies = std::collections::HashSet::new();
+        for i in 0..batch.num_rows() {
+            let id = format!("{}-{}-{}", self.id_base, self.epoch, self.position);
+            self.position += 1;
+            let reply = client.new_reply();
+            Client::encode_publish(
+                &mut out,
+                &self.subject,
+                Some(&reply),
+                &[("Nats-Msg-Id", id.as_str())],
+                &self.encoder.encode(&batch.data, i),
+            );
+            replies.insert(reply);
+        }
+        let server = self.server.clone();
+        let subject = self.subject.clone();
+        let client = ferry_api::io::handle()?.block_on(async move {
+            client.flush(&out).await?;
+            let wait = async {
+                while !replies.is_empty() {
+                    let m = client.next_msg().await?;
+                    if !replies.remove(&m.subject) {
+                        continue;
+                    }
+                    if m.status.starts_with("503") {
+                        return Err(server.error(
+                            &format!("publishing to '{subject}' on"),
+                            "no stream captures this subject",
+                        ));
+                    }
+                    let v: Value = serde_json::from_slice(&m.payload).map_err(|e| {
+                        server.error(
+                            &format!("reading the acknowledgement of '{subject}' from"),
+                            e,
+                        )
+                    })?;
+                    api_result(&server, &format!("publishing to '{subject}'"), v)?;
+                }
+                Ok::<_, FerryError>(())
+            };
+            tokio::time::timeout(ACK_TIMEOUT, wait)
+                .await
+                .map_err(|_| {
+                    server.error(
+                        &format!("publishing to '{subject}' on"),
+                        "no acknowledgement",
+                    )
+                })??;
+            Ok::<_, FerryError>(client)
+        })?;
+        self.client = Some(client);
+        Ok(())
+    }
+
+    fn prepare_commit(&mut self, checkpoint_id: u64) -> Result<Option<Value>> {
+        // Every message is acknowledged by the stream when `write` returns.
+        self.epoch = checkpoint_id;
+        self.position = 0;
+        Ok(None)
+    }
+
+    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
+        Ok(Some(json!({"epoch": self.epoch})))
+    }
+
+    fn abort(&mut self) -> Result<()> {
+        // What follows replays the rows since the checkpoint: the same ids again.
+        self.position = 0;
+        Ok(())
+    }
+}

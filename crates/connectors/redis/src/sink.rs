@@ -1,0 +1,216 @@
+//! The Redis sink: each row as JSON under a key, `batch_size` rows to a pipeline.
+
+use std::sync::Arc;
+
+use arrow::array::Array;
+
+use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::{
+    ChangeBatch, JobContext, Result, Sink, SinkDelivery, SinkFactory, SinkWriter, TableSchema,
+    WriterContext,
+};
+use ferry_formats::{text_value, Encoder, Format};
+use serde_json::Value;
+
+use crate::{DataType, Server, CONNECTION_OPTIONS, NAME};
+
+const SINK_ONLY: &[OptionSpec] = &[
+    OptionSpec::required(
+        "key",
+        OptionKind::String,
+        "The key to write to, or the name of a column whose value is each row's key.",
+    ),
+    OptionSpec::optional(
+        "expire",
+        OptionKind::Int,
+        Some("-1"),
+        "Seconds until written keys expire; -1: never.",
+    ),
+    OptionSpec::optional(
+        "format",
+        OptionKind::Enum(&["json", "text"]),
+        Some("json"),
+        "How a row becomes the value written (hashes always take the row's fields).",
+    ),
+    OptionSpec::optional(
+        "field_delimiter",
+        OptionKind::String,
+        Some(","),
+        "Delimiter between values with format = text.",
+    ),
+];
+
+/// SeaTunnel's `Redis` sink.
+pub struct RedisSinkFactory;
+
+impl SinkFactory for RedisSinkFactory {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn description(&self) -> &'static str {
+        "Writes rows as JSON to Redis strings, lists, sets, sorted sets or hashes"
+    }
+    fn options(&self) -> &'static [OptionSpec] {
+        static OPTIONS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
+        OPTIONS.get_or_init(|| [CONNECTION_OPTIONS, SINK_ONLY].concat())
+    }
+    fn create(
+        &self,
+        o: &mut Options,
+        _input: &[TableSchema],
+        _job: &JobContext,
+    ) -> Result<Arc<dyn Sink>> {
+        let server = Server::read(o)?;
+        let key = o.required_string("key")?;
+        let expire = o.i64("expire")?.unwrap_or(-1);
+        let format = match o.enum_value("format", &["json", "text"])? {
+            Some("text") => Format::Text {
+                delimiter: o.string("field_delimiter")?.unwrap_or_else(|| ",".into()),
+            },
+            _ => {
+                o.string("field_delimiter")?;
+                Format::Json
+            }
+        };
+        o.finish(self.options())?;
+        Ok(Arc::new(RedisSink {
+            server,
+            key,
+            expire,
+            format,
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct RedisSink {
+    server: Server,
+    key: String,
+    expire: i64,
+    format: Format,
+}
+
+impl Sink for RedisSink {
+    fn delivery(&self) -> SinkDelivery {
+        match self.server.data_type {
+            DataType::List => SinkDelivery::AtLeastOnce,
+            _ => SinkDelivery::ExactlyOnce,
+        }
+    }
+    fn delivery_reason(&self) -> Option<String> {
+        Some(match self.server.data_type {
+            DataType::List => "at-least-once: rows after the last checkpoint are pushed to the list again after a restart".into(),
+            _ => "exactly-once in effect: SET, SADD, ZADD and HSET are idempotent, so rows written again after a restart change nothing (they are visible before their checkpoint completes)".into(),
+        })
+    }
+    fn create_writer(
+        &self,
+        _ctx: &WriterContext,
+        _restored: Option<Value>,
+    ) -> Result<Box<dyn SinkWriter>> {
+        Ok(Box::new(Writer {
+            server: self.server.clone(),
+            conn: self.server.connect()?,
+            key: self.key.clone(),
+            expire: self.expire,
+            encoder: Encoder {
+                format: self.format.clone(),
+            },
+            buffer: Vec::new(),
+        }))
+    }
+}
+
+/// One value to write: its key and what goes under it.
+enum Entry {
+    Value(String, Vec<u8>),
+    Fields(String, Vec<(String, String)>),
+}
+
+struct Writer {
+    server: Server,
+    conn: redis::Connection,
+    key: String,
+    expire: i64,
+    encoder: Encoder,
+    buffer: Vec<Entry>,
+}
+
+impl Writer {
+    fn flush(&mut self) -> Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for e in self.buffer.drain(..) {
+            let key = match e {
+                Entry::Value(key, value) => {
+                    match self.server.data_type {
+                        DataType::String => pipe.cmd("SET").arg(&key).arg(value),
+                        DataType::List => pipe.cmd("LPUSH").arg(&key).arg(value),
+                        DataType::Set => pipe.cmd("SADD").arg(&key).arg(value),
+                        _ => pipe.cmd("ZADD").arg(&key).arg(1).arg(value),
+                    };
+                    key
+                }
+                Entry::Fields(key, fields) => {
+                    if !fields.is_empty() {
+                        pipe.cmd("HSET").arg(&key).arg(fields);
+                    }
+                    key
+                }
+            };
+            if self.expire > 0 {
+                pipe.cmd("EXPIRE").arg(&key).arg(self.expire);
+            }
+        }
+        pipe.query::<redis::Value>(&mut self.conn)
+            .map(|_| ())
+            .map_err(|e| self.server.error("writing to", e))
+    }
+}
+
+impl SinkWriter for Writer {
+    fn write(&mut self, batch: &ChangeBatch) -> Result<()> {
+        let schema = batch.data.schema();
+        // A key that names a column takes each row's value of it (as SeaTunnel's writer).
+        let key_column = schema.index_of(&self.key).ok();
+        for i in 0..batch.num_rows() {
+            let key = match key_column {
+                Some(c) => text_value(batch.data.column(c).as_ref(), i),
+                None => self.key.clone(),
+            };
+            let entry = if self.server.data_type == DataType::Hash {
+                let fields = schema
+                    .fields()
+                    .iter()
+                    .zip(batch.data.columns())
+                    .filter(|(_, c)| !c.is_null(i))
+                    .map(|(f, c)| (f.name().clone(), text_value(c.as_ref(), i)))
+                    .collect();
+                Entry::Fields(key, fields)
+            } else {
+                Entry::Value(key, self.encoder.encode(&batch.data, i))
+            };
+            self.buffer.push(entry);
+            if self.buffer.len() >= self.server.batch_size {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn prepare_commit(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
+        self.flush()?;
+        Ok(None)
+    }
+
+    fn abort(&mut self) -> Result<()> {
+        self.buffer.clear();
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<()> {
+        self.flush()
+    }
+}

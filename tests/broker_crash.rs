@@ -1,0 +1,315 @@
+//! Crash tests for the replayable broker sources: a streaming job reads ids from NATS
+//! JetStream (or from RabbitMQ with correlation ids) into the transactional file sink,
+//! the test publishes more while it kills the job with SIGKILL at random moments (fixed
+//! seed) and restarts it under the same job id. At the end every id is in the output
+//! exactly once.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{eventually, ferry, visible_lines, wait_for};
+
+/// A small deterministic generator (xorshift64*), so every run kills at the same moments.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo)
+    }
+}
+
+fn unique(what: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("ferry_crash_{what}_{}_{nanos}", std::process::id())
+}
+
+/// A blocking NATS connection for the test's own publishing and stream management.
+struct Nats {
+    read: BufReader<TcpStream>,
+    write: TcpStream,
+}
+
+impl Nats {
+    fn connect() -> Nats {
+        let s = TcpStream::connect("127.0.0.1:4222").expect("NATS on 127.0.0.1:4222");
+        let mut n = Nats {
+            read: BufReader::new(s.try_clone().unwrap()),
+            write: s,
+        };
+        let mut line = String::new();
+        n.read.read_line(&mut line).unwrap();
+        n.write
+            .write_all(b"CONNECT {\"verbose\":false,\"headers\":true}\r\nSUB _T.reply 1\r\n")
+            .unwrap();
+        n
+    }
+    /// Publishes and waits for the reply (a JetStream acknowledgement or API answer).
+    fn request(&mut self, subject: &str, body: &str) -> String {
+        write!(
+            self.write,
+            "PUB {subject} _T.reply {}\r\n{body}\r\n",
+            body.len()
+        )
+        .unwrap();
+        loop {
+            let mut line = String::new();
+            self.read.read_line(&mut line).unwrap();
+            if line.starts_with("PING") {
+                self.write.write_all(b"PONG\r\n").unwrap();
+            } else if line.starts_with("MSG") {
+                let n: usize = line.split_whitespace().last().unwrap().parse().unwrap();
+                let mut buf = vec![0; n + 2];
+                std::io::Read::read_exact(&mut self.read, &mut buf).unwrap();
+                return String::from_utf8_lossy(&buf[..n]).to_string();
+            }
+        }
+    }
+}
+
+struct Setup {
+    _root: tempfile::TempDir,
+    output: PathBuf,
+    ckpt: PathBuf,
+    job: PathBuf,
+    published: u64,
+}
+
+fn setup(source: &str) -> Setup {
+    let root = tempfile::tempdir().unwrap();
+    let output = root.path().join("out");
+    let job = root.path().join("job.conf");
+    std::fs::write(
+        &job,
+        format!(
+            r#"
+env {{
+  job.name = "broker-crash"
+  job.mode = "STREAMING"
+  checkpoint.interval = 300
+}}
+source {{
+  {source}
+}}
+sink {{
+  LocalFile {{
+    path = "{output}"
+    file_format_type = "csv"
+    is_enable_transaction = true
+  }}
+}}
+"#,
+            output = output.display(),
+        ),
+    )
+    .unwrap();
+    Setup {
+        ckpt: root.path().join("ckpt"),
+        _root: root,
+        output,
+        job,
+        published: 0,
+    }
+}
+
+fn start(s: &Setup) -> Child {
+    ferry()
+        .arg("run")
+        .arg(&s.job)
+        .args(["--job-id", "crash", "--checkpoint-dir"])
+        .arg(&s.ckpt)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ferry starts")
+}
+
+fn output_ids(dir: &Path) -> BTreeMap<u64, usize> {
+    let mut ids = BTreeMap::new();
+    for line in visible_lines(dir) {
+        let id: u64 = line
+            .split(',')
+            .next()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("bad output line {line:?}"));
+        *ids.entry(id).or_insert(0) += 1;
+    }
+    ids
+}
+
+/// Kills the job `kills` times at random moments, publishing `publish(n)` batches on the way.
+fn kill_repeatedly(s: &mut Setup, kills: usize, seed: u64, publish: &mut dyn FnMut(&mut Setup)) {
+    let mut rng = Rng(seed);
+    for _ in 0..kills {
+        let mut child = start(s);
+        let life = Duration::from_millis(rng.between(400, 1600));
+        for _ in 0..3 {
+            std::thread::sleep(life / 3);
+            if rng.between(0, 2) == 0 {
+                publish(s);
+            }
+        }
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+    }
+}
+
+fn finish_and_check(s: &Setup) {
+    let expected = s.published;
+    let mut last = start(s);
+    let done = eventually(Duration::from_secs(90), || {
+        output_ids(&s.output).len() as u64 >= expected
+    });
+    common::wait_running("crash", &s.ckpt, "local", Duration::from_secs(30));
+    common::request_savepoint("crash", &s.ckpt);
+    let status = wait_for(&mut last, Duration::from_secs(60), "job");
+    let err = common::stderr_of(last);
+    assert!(status.success(), "{err}");
+    assert!(
+        done,
+        "only {} of {expected} ids arrived",
+        output_ids(&s.output).len()
+    );
+    let ids = output_ids(&s.output);
+    let missing: Vec<u64> = (0..expected)
+        .filter(|i| !ids.contains_key(i))
+        .take(10)
+        .collect();
+    assert!(missing.is_empty(), "lost ids, e.g. {missing:?}");
+    let twice: Vec<(&u64, &usize)> = ids.iter().filter(|(_, n)| **n > 1).take(10).collect();
+    assert!(
+        twice.is_empty(),
+        "ids written more than once, e.g. {twice:?}"
+    );
+    assert_eq!(ids.len() as u64, expected);
+}
+
+const BATCH: u64 = 150;
+
+#[test]
+fn nats_into_transactional_files_holds_every_id_once_under_ten_kills() {
+    let stream = unique("nats");
+    let mut nats = Nats::connect();
+    let created = nats.request(
+        &format!("$JS.API.STREAM.CREATE.{stream}"),
+        &format!(r#"{{"name":"{stream}","subjects":["{stream}.>"],"storage":"memory"}}"#),
+    );
+    assert!(
+        created.contains("\"did_create\":true") || !created.contains("error"),
+        "{created}"
+    );
+    let mut s = setup(&format!(
+        r#"Nats {{
+    servers = "nats://127.0.0.1:4222"
+    stream = "{stream}"
+    durable_name = "crash"
+    schema = {{ fields {{ id = bigint, payload = string }} }}
+  }}"#
+    ));
+    let subject = format!("{stream}.in");
+    let mut publish = |s: &mut Setup| {
+        for i in s.published..s.published + BATCH {
+            let ack = nats.request(&subject, &format!(r#"{{"id":{i},"payload":"row-{i}"}}"#));
+            assert!(ack.contains("\"seq\""), "{ack}");
+        }
+        s.published += BATCH;
+    };
+    for _ in 0..3 {
+        publish(&mut s);
+    }
+    kill_repeatedly(&mut s, 10, 0x5eed_0a75, &mut publish);
+    publish(&mut s);
+    finish_and_check(&s);
+    Nats::connect().request(&format!("$JS.API.STREAM.DELETE.{stream}"), "");
+}
+
+#[test]
+fn rabbitmq_with_correlation_ids_into_transactional_files_holds_every_id_once_under_ten_kills() {
+    use lapin::options::{
+        BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+    };
+    use lapin::types::FieldTable;
+    use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+    let queue = unique("rabbit");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (conn, channel) = rt.block_on(async {
+        let conn = Connection::connect(
+            "amqp://guest:guest@127.0.0.1:5672/%2f",
+            ConnectionProperties::default(),
+        )
+        .await
+        .expect("RabbitMQ on 127.0.0.1:5672");
+        let ch = conn.create_channel().await.unwrap();
+        ch.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .unwrap();
+        ch.queue_declare(
+            queue.as_str().into(),
+            QueueDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+        (conn, ch)
+    });
+    let mut s = setup(&format!(
+        r#"RabbitMQ {{
+    host = "127.0.0.1"
+    port = 5672
+    username = "guest"
+    password = "guest"
+    queue_name = "{queue}"
+    durable = false
+    use_correlation_id = true
+    schema = {{ fields {{ id = bigint, payload = string }} }}
+  }}"#
+    ));
+    let mut publish = |s: &mut Setup| {
+        rt.block_on(async {
+            for i in s.published..s.published + BATCH {
+                channel
+                    .basic_publish(
+                        "".into(),
+                        queue.as_str().into(),
+                        BasicPublishOptions::default(),
+                        format!(r#"{{"id":{i},"payload":"row-{i}"}}"#).as_bytes(),
+                        BasicProperties::default().with_correlation_id(format!("m{i}").into()),
+                    )
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+            }
+        });
+        s.published += BATCH;
+    };
+    for _ in 0..3 {
+        publish(&mut s);
+    }
+    kill_repeatedly(&mut s, 10, 0x5eed_4ab1, &mut publish);
+    publish(&mut s);
+    finish_and_check(&s);
+    rt.block_on(async {
+        let _ = channel
+            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+            .await;
+        let _ = conn.close(200, "OK".into()).await;
+    });
+}

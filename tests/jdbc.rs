@@ -1,0 +1,258 @@
+//! SeaTunnel's own Jdbc job files (its `connector-jdbc-e2e` tests), with only host names and
+//! credentials rewritten (`tests/jdbc/`), run through the `ferry` binary on both engines
+//! against the local PostgreSQL and MariaDB. Each case sets up the tables SeaTunnel's Java
+//! IT class creates, runs the job and checks the target as that class does (the sink
+//! tables hold what the source tables hold, or the rows it lists).
+//!
+//! The job files name fixed databases (`seatunnel`, `source`, `sink`, PostgreSQL's
+//! `public.sink`), so the cases run one at a time.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use common::{ferry, repo_root};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn psql(sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "test",
+            "-XAtq",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql: {}\n{sql}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn mariadb(sql: &str) -> String {
+    let out = Command::new("mariadb")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-P",
+            "3306",
+            "-u",
+            "root",
+            "-D",
+            "test",
+            "--batch",
+            "--skip-column-names",
+            "-e",
+            sql,
+        ])
+        .output()
+        .expect("mariadb runs");
+    assert!(
+        out.status.success(),
+        "mariadb: {}\n{sql}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn case(path: &str) -> PathBuf {
+    repo_root().join("tests/jdbc").join(path)
+}
+
+fn run(job: &Path, engine: &str) {
+    let out = ferry()
+        .arg("run")
+        .arg(job)
+        .args(["--engine", engine])
+        .output()
+        .expect("ferry runs");
+    assert!(
+        out.status.success(),
+        "{} on {engine} failed:\n{}\n{}",
+        job.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The columns of SeaTunnel's MySQL all-types tables (`JdbcMysqlIT`,
+/// `JdbcMysqlMultipleTablesIT`), in the order its insert statements list them.
+const MYSQL_COLUMNS: &str = "
+    `c_bit_1` bit(1) DEFAULT NULL, `c_bit_8` bit(8) DEFAULT NULL, `c_bit_16` bit(16) DEFAULT NULL,
+    `c_bit_32` bit(32) DEFAULT NULL, `c_bit_64` bit(64) DEFAULT NULL, `c_boolean` tinyint(1) DEFAULT NULL,
+    `c_tinyint` tinyint(4) DEFAULT NULL, `c_tinyint_unsigned` tinyint(3) unsigned DEFAULT NULL,
+    `c_smallint` smallint(6) DEFAULT NULL, `c_smallint_unsigned` smallint(5) unsigned DEFAULT NULL,
+    `c_mediumint` mediumint(9) DEFAULT NULL, `c_mediumint_unsigned` mediumint(8) unsigned DEFAULT NULL,
+    `c_int` int(11) DEFAULT NULL, `c_integer` int(11) DEFAULT NULL, `c_bigint` bigint(20) DEFAULT NULL,
+    `c_bigint_unsigned` bigint(20) unsigned DEFAULT NULL, `c_decimal` decimal(20, 0) DEFAULT NULL,
+    `c_decimal_unsigned` decimal(38, 18) DEFAULT NULL, `c_float` float DEFAULT NULL,
+    `c_float_unsigned` float unsigned DEFAULT NULL, `c_double` double DEFAULT NULL,
+    `c_double_unsigned` double unsigned DEFAULT NULL, `c_char` char(1) DEFAULT NULL, `c_tinytext` tinytext,
+    `c_mediumtext` mediumtext, `c_text` text, `c_varchar` varchar(255) DEFAULT NULL, `c_json` json DEFAULT NULL,
+    `c_longtext` longtext, `c_date` date DEFAULT NULL, `c_datetime` datetime DEFAULT NULL,
+    `c_time` time DEFAULT NULL, `c_timestamp` timestamp NULL DEFAULT NULL, `c_tinyblob` tinyblob,
+    `c_mediumblob` mediumblob, `c_blob` blob, `c_longblob` longblob, `c_varbinary` varbinary(255) DEFAULT NULL,
+    `c_binary` binary(1) DEFAULT NULL, `c_year` year(4) DEFAULT NULL, `c_int_unsigned` int(10) unsigned DEFAULT NULL,
+    `c_integer_unsigned` int(10) unsigned DEFAULT NULL, `c_bigint_30` BIGINT(40) unsigned DEFAULT NULL,
+    `c_decimal_unsigned_30` DECIMAL(30) unsigned DEFAULT NULL, `c_decimal_30` DECIMAL(30) DEFAULT NULL";
+
+/// Rows of every type (and one of NULLs but `c_int`), as SeaTunnel's ITs generate them.
+fn mysql_rows(table: &str, n: u32) -> String {
+    format!(
+        "INSERT INTO {table} SELECT seq % 2, seq % 256, seq * 3, seq * 1000, seq * 100000, seq % 2, seq % 100 - 50, seq % 250,
+            -seq, seq * 10, seq * 100, seq * 200, seq * 1000, -seq, seq * 1000000000, 18446744073709551615 - seq, seq * 12345,
+            seq + 0.123456789012345678, seq / 4, seq / 8, seq / 3, seq * 1.5, 'a', concat('tt', seq), concat('mt', seq),
+            concat('it''s \\\\ ', seq), concat('v', seq), concat('{{\"k\": ', seq, '}}'), repeat('l', seq),
+            '2024-01-01' + INTERVAL seq DAY, '2024-01-01 10:00:00' + INTERVAL seq MINUTE, sec_to_time(seq * 37),
+            '2024-02-01 00:00:00' + INTERVAL seq SECOND, unhex('00ff'), unhex(hex(seq)), concat('b', seq), repeat('x', seq),
+            unhex(lpad(hex(seq), 4, '0')), char(65 + seq % 26), 2000 + seq % 100, 4000000000 + seq, seq, seq,
+            seq * 100000000000000000000, -seq * 100000000000000000000
+         FROM (SELECT CAST(seq AS SIGNED) AS seq FROM seq_1_to_{n}) AS s;
+         INSERT INTO {table} (c_int) VALUES (0);"
+    )
+}
+
+fn mysql_all_types(db: &str, tables: &[&str], rows: bool) {
+    let mut sql = format!("DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db};");
+    for t in tables {
+        sql.push_str(&format!("CREATE TABLE {db}.{t} ({MYSQL_COLUMNS});"));
+        if rows {
+            sql.push_str(&mysql_rows(&format!("{db}.{t}"), 100));
+        }
+    }
+    mariadb(&sql);
+}
+
+/// Every row of a MySQL table as text, in a fixed order.
+fn mysql_table(table: &str, columns: &str) -> String {
+    mariadb(&format!(
+        "SELECT {columns} FROM {table} ORDER BY c_int, c_integer"
+    ))
+}
+
+fn pg_changelog(engine: &str) {
+    // JdbcSinkCDCChangelogIT: the table the job upserts into.
+    psql("DROP TABLE IF EXISTS public.sink; CREATE TABLE sink (pk_id BIGINT NOT NULL PRIMARY KEY, name varchar(255), score INT)");
+    run(&case("pg/jdbc_sink_cdc_changelog.conf"), engine);
+    assert_eq!(
+        psql("SELECT pk_id, name, score FROM sink ORDER BY pk_id"),
+        "1|A_1|100\n3|C|100\n"
+    );
+}
+
+fn mysql_source_and_sink(engine: &str) {
+    // JdbcMysqlIT: `seatunnel.source` → `seatunnel.sink` through the insert with `?`, and
+    // the same with XA (its 42 columns: all but the three 30-digit ones).
+    for (job, columns) in [
+        ("mysql/jdbc_mysql_source_and_sink.conf", "*"),
+        (
+            "mysql/jdbc_mysql_source_and_sink_xa.conf",
+            "c_bit_1, c_bit_8, c_bit_16, c_bit_32, c_bit_64, c_boolean, c_tinyint, c_tinyint_unsigned, c_smallint, c_smallint_unsigned, c_mediumint, c_mediumint_unsigned, c_int, c_integer, c_bigint, c_bigint_unsigned, c_decimal, c_decimal_unsigned, c_float, c_float_unsigned, c_double, c_double_unsigned, c_char, c_tinytext, c_mediumtext, c_text, c_varchar, c_json, c_longtext, c_date, c_datetime, c_time, c_timestamp, c_tinyblob, c_mediumblob, c_blob, c_longblob, c_varbinary, c_binary, c_year, c_int_unsigned, c_integer_unsigned",
+        ),
+    ] {
+        mysql_all_types("seatunnel", &["source", "sink"], false);
+        mariadb(&mysql_rows("seatunnel.source", 100));
+        run(&case(job), engine);
+        let want = mysql_table("seatunnel.source", columns);
+        assert_eq!(want.lines().count(), 101, "{job}");
+        assert_eq!(mysql_table("seatunnel.sink", columns), want, "{job} on {engine}");
+        assert!(!mariadb("XA RECOVER").contains("ferry:"), "no prepared transaction is left");
+    }
+}
+
+fn mysql_table_path_and_table_list(engine: &str) {
+    // JdbcMysqlMultipleTablesIT: `source.table1/2` → `sink.table1/2` (generated inserts).
+    for job in [
+        "mysql/jdbc_mysql_source_using_table_path.conf",
+        "mysql/jdbc_mysql_source_and_sink_with_multiple_tables.conf",
+    ] {
+        mysql_all_types("source", &["table1", "table2"], true);
+        mysql_all_types("sink", &["table1", "table2"], false);
+        run(&case(job), engine);
+        let tables: &[&str] = if job.contains("multiple") {
+            &["table1", "table2"]
+        } else {
+            &["table1"]
+        };
+        for t in tables {
+            let want = mysql_table(&format!("source.{t}"), "*");
+            assert_eq!(
+                mysql_table(&format!("sink.{t}"), "*"),
+                want,
+                "{job} {t} on {engine}"
+            );
+        }
+    }
+}
+
+fn every_case(engine: &str) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    pg_changelog(engine);
+    mysql_source_and_sink(engine);
+    mysql_table_path_and_table_list(engine);
+}
+
+#[test]
+fn seatunnels_jdbc_jobs_hold_what_its_tests_expect_on_the_embedded_engine() {
+    every_case("local");
+}
+
+#[test]
+fn seatunnels_jdbc_jobs_hold_what_its_tests_expect_on_spark() {
+    every_case("spark");
+}
+
+#[test]
+fn check_states_the_guarantee_and_never_shows_the_password() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    psql("DROP SCHEMA IF EXISTS ferry_t_check CASCADE; CREATE SCHEMA ferry_t_check; CREATE TABLE ferry_t_check.src (id int8 PRIMARY KEY, name text)");
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("check.conf");
+    for (sink, says) in [
+        ("generate_sink_sql = true\n    table = \"ferry_t_check.dst\"\n    primary_keys = [\"${primary_key}\"]", "delivery: exactly-once"),
+        ("generate_sink_sql = true\n    table = \"ferry_t_check.dst\"", "delivery: at-least-once"),
+        ("query = \"insert into ferry_t_check.dst values (?, ?)\"\n    is_exactly_once = true", "delivery: exactly-once"),
+    ] {
+        std::fs::write(
+            &job,
+            format!(
+                "env {{ job.mode = BATCH }}\nsource {{\n  Jdbc {{\n    url = \"jdbc:postgresql://127.0.0.1:5432/test\"\n    user = postgres\n    password = \"s3cret-pw\"\n    table_path = \"test.ferry_t_check.src\"\n  }}\n}}\nsink {{\n  Jdbc {{\n    url = \"jdbc:postgresql://127.0.0.1:5432/test?password=s3cret-pw\"\n    password = \"s3cret-pw\"\n    {sink}\n  }}\n}}\n"
+            ),
+        )
+        .unwrap();
+        let out = ferry().arg("check").arg(&job).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains(says), "{says}: {text}");
+        assert!(!text.contains("s3cret-pw"), "{text}");
+    }
+    // An unreachable server: the error names host and port, not the password.
+    std::fs::write(
+        &job,
+        "source {\n  Jdbc {\n    url = \"jdbc:postgresql://127.0.0.1:1/test\"\n    password = \"s3cret-pw\"\n    query = \"select 1\"\n    connection_check_timeout_sec = 2\n  }\n}\nsink { Console {} }\n",
+    )
+    .unwrap();
+    let out = ferry().arg("check").arg(&job).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success() && text.contains("127.0.0.1:1") && !text.contains("s3cret-pw"),
+        "{text}"
+    );
+}
