@@ -574,7 +574,7 @@ fn round_trip(url: &str, from: &str, to_db: Option<&str>, to_table: &str, to_pat
     let sink = JdbcSinkFactory
         .create(
             &mut Options::from_json("Jdbc", opts),
-            &[input.clone()],
+            std::slice::from_ref(&input),
             &job(JobMode::Batch),
         )
         .unwrap();
