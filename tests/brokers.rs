@@ -30,8 +30,9 @@ fn job(name: &str, root: &Path) -> PathBuf {
     path
 }
 
-/// Runs `job` to its end with checkpoints under `root`; fails with its output otherwise.
-fn run(job: &Path, root: &Path) {
+/// Runs `job` to its end on `engine` with checkpoints under `root`; fails with its output
+/// otherwise.
+fn run(job: &Path, root: &Path, engine: &str) {
     let name = job.file_name().unwrap().to_string_lossy().to_string();
     let (out, err) = (
         root.join(format!("{name}.out")),
@@ -40,16 +41,18 @@ fn run(job: &Path, root: &Path) {
     let mut child = ferry()
         .arg("run")
         .arg(job)
+        .args(["--engine", engine])
         .arg("--checkpoint-dir")
         .arg(root.join(format!("checkpoints-{name}")))
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
         .unwrap();
-    let status = wait_for(&mut child, Duration::from_secs(120), &name);
+    // A Spark session takes up to a minute and a half to start on a loaded machine.
+    let status = wait_for(&mut child, Duration::from_secs(300), &name);
     assert!(
         status.success(),
-        "{name}: {}{}",
+        "{name} on {engine}: {}{}",
         std::fs::read_to_string(&out).unwrap_or_default(),
         std::fs::read_to_string(&err).unwrap_or_default()
     );
@@ -81,8 +84,7 @@ fn row(i: i64) -> Value {
 
 /// `redis-to-redis.conf`, `redis-to-redis-expire.conf` and `redis-to-redis-by-db-num.conf`:
 /// 100 JSON strings `key_test*` read with `data_type = string` / `key` into one list.
-#[test]
-fn seatunnel_redis_string_jobs_copy_every_key_into_a_list() {
+fn redis_string_jobs(engine: &str) {
     let _one = REDIS.lock().unwrap_or_else(|e| e.into_inner());
     let root = tempfile::tempdir().unwrap();
     for db in [0, 1, 2] {
@@ -102,7 +104,11 @@ fn seatunnel_redis_string_jobs_copy_every_key_into_a_list() {
         }
     }
     let mut c = redis(0);
-    run(&job("redis-to-redis.conf", root.path()), root.path());
+    run(
+        &job("redis-to-redis.conf", root.path()),
+        root.path(),
+        engine,
+    );
     let list: Vec<String> = redis::cmd("LRANGE")
         .arg("key_list")
         .arg(0)
@@ -122,7 +128,11 @@ fn seatunnel_redis_string_jobs_copy_every_key_into_a_list() {
     assert_eq!(values, (0..100).map(row).collect::<Vec<_>>());
     del(&mut c, "key_list");
 
-    run(&job("redis-to-redis-expire.conf", root.path()), root.path());
+    run(
+        &job("redis-to-redis-expire.conf", root.path()),
+        root.path(),
+        engine,
+    );
     let n: i64 = redis::cmd("LLEN").arg("key_list").query(&mut c).unwrap();
     let ttl: i64 = redis::cmd("TTL").arg("key_list").query(&mut c).unwrap();
     assert_eq!(n, 100);
@@ -132,6 +142,7 @@ fn seatunnel_redis_string_jobs_copy_every_key_into_a_list() {
     run(
         &job("redis-to-redis-by-db-num.conf", root.path()),
         root.path(),
+        engine,
     );
     let n: i64 = redis::cmd("LLEN")
         .arg("db_test")
@@ -147,8 +158,7 @@ fn seatunnel_redis_string_jobs_copy_every_key_into_a_list() {
 
 /// The `scan-*` jobs: 1000 strings, 100 lists, sets and sorted sets of 10 and 100 hashes
 /// read by pattern and type into lists.
-#[test]
-fn seatunnel_redis_scan_jobs_read_every_type() {
+fn redis_scan_jobs(engine: &str) {
     let _one = REDIS.lock().unwrap_or_else(|e| e.into_inner());
     let root = tempfile::tempdir().unwrap();
     let mut c = redis(0);
@@ -209,7 +219,7 @@ fn seatunnel_redis_scan_jobs_read_every_type() {
         ),
     ] {
         del(&mut c, target);
-        run(&job(file, root.path()), root.path());
+        run(&job(file, root.path()), root.path(), engine);
         let n: i64 = redis::cmd("LLEN").arg(target).query(&mut c).unwrap();
         assert_eq!(n, expected, "{file}");
         del(&mut c, target);
@@ -226,8 +236,7 @@ fn seatunnel_redis_scan_jobs_read_every_type() {
 }
 
 /// `fake-to-multipletableredissink.conf`: two FakeSource tables into one list in db 3.
-#[test]
-fn seatunnel_redis_multi_table_sink_job_writes_both_tables() {
+fn redis_multi_table_job(engine: &str) {
     let _one = REDIS.lock().unwrap_or_else(|e| e.into_inner());
     let root = tempfile::tempdir().unwrap();
     let mut c = redis(3);
@@ -235,6 +244,7 @@ fn seatunnel_redis_multi_table_sink_job_writes_both_tables() {
     run(
         &job("fake-to-multipletableredissink.conf", root.path()),
         root.path(),
+        engine,
     );
     let list: Vec<String> = redis::cmd("LRANGE")
         .arg("key_multi_list")
@@ -257,8 +267,7 @@ fn seatunnel_redis_multi_table_sink_job_writes_both_tables() {
 
 /// `rabbitmq-to-rabbitmq.conf`: SeaTunnel's IT puts 10 JSON rows in queue `test`, runs the
 /// job (STREAMING with `for_e2e_testing`, so it ends) and reads them from `test1`.
-#[test]
-fn seatunnel_rabbitmq_job_copies_a_queue() {
+fn rabbitmq_job(engine: &str) {
     use lapin::options::{
         BasicGetOptions, BasicPublishOptions, QueueDeclareOptions, QueuePurgeOptions,
     };
@@ -307,7 +316,11 @@ fn seatunnel_rabbitmq_job_copies_a_queue() {
         (conn, ch)
     });
     let root = tempfile::tempdir().unwrap();
-    run(&job("rabbitmq-to-rabbitmq.conf", root.path()), root.path());
+    run(
+        &job("rabbitmq-to-rabbitmq.conf", root.path()),
+        root.path(),
+        engine,
+    );
     let got = rt.block_on(async {
         let mut got = Vec::new();
         while let Some(m) = channel
@@ -344,4 +357,69 @@ fn seatunnel_rabbitmq_job_copies_a_queue() {
         assert_eq!(g["c_date"], want["c_date"]);
         assert_eq!(g["c_bytes"], want["c_bytes"]);
     }
+}
+
+#[test]
+fn seatunnel_redis_string_jobs_copy_every_key_into_a_list() {
+    redis_string_jobs("local");
+}
+
+#[test]
+fn seatunnel_redis_string_jobs_copy_every_key_into_a_list_on_spark() {
+    redis_string_jobs("spark");
+}
+
+#[test]
+fn seatunnel_redis_scan_jobs_read_every_type() {
+    redis_scan_jobs("local");
+}
+
+#[test]
+fn seatunnel_redis_scan_jobs_read_every_type_on_spark() {
+    redis_scan_jobs("spark");
+}
+
+#[test]
+fn seatunnel_redis_multi_table_sink_job_writes_both_tables() {
+    redis_multi_table_job("local");
+}
+
+#[test]
+fn seatunnel_redis_multi_table_sink_job_writes_both_tables_on_spark() {
+    redis_multi_table_job("spark");
+}
+
+#[test]
+fn seatunnel_rabbitmq_job_copies_a_queue() {
+    rabbitmq_job("local");
+}
+
+/// Spark's read tasks end with their micro-batch, so a RabbitMQ reader could never
+/// acknowledge what the checkpoint committed: `ferry check` says so and Spark refuses the
+/// job before its session starts, naming the file and the reason, with the queue untouched.
+#[test]
+fn seatunnel_rabbitmq_job_is_refused_on_spark_with_the_reason() {
+    let root = tempfile::tempdir().unwrap();
+    let file = job("rabbitmq-to-rabbitmq.conf", root.path());
+    let check = ferry().arg("check").arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{text}");
+    assert!(
+        text.contains("engines: local (not spark: source RabbitMQ: RabbitMQ takes acknowledgements only on the channel"),
+        "{text}"
+    );
+    let out = ferry()
+        .arg("run")
+        .arg(&file)
+        .args(["--engine", "spark"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("rabbitmq-to-rabbitmq.conf: this job cannot run on Spark")
+            && err.contains("run it with --engine local"),
+        "{err}"
+    );
+    assert!(!err.contains("guest"), "no credentials in errors: {err}");
 }

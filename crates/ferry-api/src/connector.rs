@@ -221,6 +221,14 @@ pub trait Source: Send + Sync + Debug {
     fn is_replayable(&self) -> bool {
         true
     }
+    /// Why this source needs one reader instance to live from the checkpoint that covers its
+    /// rows until that checkpoint completes (it acknowledges them through the connection that
+    /// received them), or `None` when any reader restored from a snapshot will do. An engine
+    /// that starts readers afresh for each micro-batch (Spark) cannot run such a source and
+    /// refuses the job with this reason before it starts.
+    fn needs_long_lived_reader(&self) -> Option<String> {
+        None
+    }
     /// The enumerator, fresh or restored from a snapshot taken by [`SplitEnumerator::snapshot`].
     fn create_enumerator(
         &self,

@@ -494,6 +494,20 @@ fn unknown_plugin<'a>(p: &PluginConfig, names: impl Iterator<Item = &'a str>) ->
 }
 
 impl JobPlan {
+    /// One line per source that needs a reader living from a checkpoint to its completion
+    /// ([`Source::needs_long_lived_reader`]): "source RabbitMQ: <why>". Engines whose readers
+    /// last one micro-batch (Spark) refuse a job with any.
+    pub fn long_lived_readers(&self) -> Vec<String> {
+        self.sources
+            .iter()
+            .filter_map(|s| {
+                s.source
+                    .needs_long_lived_reader()
+                    .map(|why| format!("source {}: {why}", s.plugin))
+            })
+            .collect()
+    }
+
     /// A readable description of the plan, for `ferry check`.
     pub fn describe(&self) -> String {
         let mut s = String::new();
@@ -516,6 +530,14 @@ impl JobPlan {
             }
             None => {
                 let _ = writeln!(s, "checkpoints: final only");
+            }
+        }
+        match self.long_lived_readers().first() {
+            None => {
+                let _ = writeln!(s, "engines: local, spark");
+            }
+            Some(why) => {
+                let _ = writeln!(s, "engines: local (not spark: {why})");
             }
         }
         for src in &self.sources {

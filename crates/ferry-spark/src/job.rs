@@ -109,6 +109,13 @@ impl SparkJob {
                 job_id: spec.job_id.clone(),
             },
         )?;
+        if let Some(why) = plan.long_lived_readers().first() {
+            return Err(FerryError::config(format!(
+                "{}: this job cannot run on Spark, whose read tasks start a new reader for \
+                 every micro-batch: {why}; run it with --engine local",
+                spec.file
+            )));
+        }
         Ok(SparkJob {
             spec,
             plan,

@@ -96,6 +96,14 @@ impl Source for MqttSource {
         // again, with nothing to tell them apart.
         false
     }
+    fn needs_long_lived_reader(&self) -> Option<String> {
+        Some(
+            "MQTT acknowledges QoS 1 messages (PUBACK) on the session that received them, when \
+             the checkpoint holding their rows completes; a reader that ends with its \
+             micro-batch would leave them unacknowledged, to be delivered again"
+                .into(),
+        )
+    }
     fn create_enumerator(
         &self,
         _ctx: &EnumeratorContext,

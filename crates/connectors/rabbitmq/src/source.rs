@@ -107,6 +107,14 @@ impl Source for RabbitmqSource {
         // acknowledgements were lost in a crash come again and cannot be told apart.
         self.correlation
     }
+    fn needs_long_lived_reader(&self) -> Option<String> {
+        Some(
+            "RabbitMQ takes acknowledgements only on the channel that received the deliveries, \
+             and they are sent when the checkpoint holding their rows completes; a reader that \
+             ends with its micro-batch would leave them unacknowledged, to be delivered again"
+                .into(),
+        )
+    }
     fn create_enumerator(
         &self,
         ctx: &EnumeratorContext,
