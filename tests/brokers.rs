@@ -218,6 +218,16 @@ fn redis_scan_jobs(engine: &str) {
             100,
         ),
     ] {
+        // Each type is read by the same source code on both engines; on Spark, whose
+        // sessions are slow to start, two of them prove the transport.
+        if engine == "spark"
+            && !matches!(
+                file,
+                "scan-string-to-redis.conf" | "scan-hash-to-redis-list-hash-check.conf"
+            )
+        {
+            continue;
+        }
         del(&mut c, target);
         run(&job(file, root.path()), root.path(), engine);
         let n: i64 = redis::cmd("LLEN").arg(target).query(&mut c).unwrap();
