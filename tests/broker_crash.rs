@@ -41,6 +41,9 @@ fn unique(what: &str) -> String {
 struct Nats {
     read: BufReader<TcpStream>,
     write: TcpStream,
+    /// This connection's own reply subject: tests run in parallel, and a shared one
+    /// would hand one test the replies meant for another.
+    inbox: String,
 }
 
 impl Nats {
@@ -49,19 +52,24 @@ impl Nats {
         let mut n = Nats {
             read: BufReader::new(s.try_clone().unwrap()),
             write: s,
+            inbox: format!("_T.{}", unique("reply")),
         };
         let mut line = String::new();
         n.read.read_line(&mut line).unwrap();
-        n.write
-            .write_all(b"CONNECT {\"verbose\":false,\"headers\":true}\r\nSUB _T.reply 1\r\n")
-            .unwrap();
+        write!(
+            n.write,
+            "CONNECT {{\"verbose\":false,\"headers\":true}}\r\nSUB {} 1\r\n",
+            n.inbox
+        )
+        .unwrap();
         n
     }
     /// Publishes and waits for the reply (a JetStream acknowledgement or API answer).
     fn request(&mut self, subject: &str, body: &str) -> String {
         write!(
             self.write,
-            "PUB {subject} _T.reply {}\r\n{body}\r\n",
+            "PUB {subject} {} {}\r\n{body}\r\n",
+            self.inbox,
             body.len()
         )
         .unwrap();
@@ -125,16 +133,36 @@ sink {{
     }
 }
 
-fn start(s: &Setup) -> Child {
+/// Starts the job on `engine` in a process group of its own, so that [`kill`] takes the
+/// Spark driver's JVM and Python workers with it.
+fn start(s: &Setup, engine: &str) -> Child {
+    use std::os::unix::process::CommandExt;
     ferry()
         .arg("run")
         .arg(&s.job)
-        .args(["--job-id", "crash", "--checkpoint-dir"])
+        .args(["--engine", engine, "--job-id", "crash", "--checkpoint-dir"])
         .arg(&s.ckpt)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .expect("ferry starts")
+}
+
+/// SIGKILL to the job's whole process group.
+fn kill(child: &mut Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", "--"])
+        .arg(format!("-{}", child.id()))
+        .status();
+    let _ = wait_for(child, Duration::from_secs(30), "the killed job");
+}
+
+/// Micro-batches the Spark engine has planned for the job's first sink so far.
+fn spark_batches(s: &Setup) -> usize {
+    std::fs::read_dir(s.ckpt.join("crash/query-0/offsets"))
+        .map(|rd| rd.flatten().count())
+        .unwrap_or(0)
 }
 
 fn output_ids(dir: &Path) -> BTreeMap<u64, usize> {
@@ -151,29 +179,52 @@ fn output_ids(dir: &Path) -> BTreeMap<u64, usize> {
 }
 
 /// Kills the job `kills` times at random moments, publishing `publish(n)` batches on the way.
-fn kill_repeatedly(s: &mut Setup, kills: usize, seed: u64, publish: &mut dyn FnMut(&mut Setup)) {
+/// On Spark, each run is killed only after it has planned a micro-batch of its own (a
+/// session takes seconds to start), then at a random moment of its query.
+fn kill_repeatedly(
+    s: &mut Setup,
+    engine: &str,
+    kills: usize,
+    seed: u64,
+    publish: &mut dyn FnMut(&mut Setup),
+) {
     let mut rng = Rng(seed);
-    for _ in 0..kills {
-        let mut child = start(s);
-        let life = Duration::from_millis(rng.between(400, 1600));
+    for round in 0..kills {
+        let planned = spark_batches(s);
+        let mut child = start(s, engine);
+        if engine == "spark" {
+            // An upper bound: a Spark session took 60 s to start on a loaded machine.
+            let started = eventually(Duration::from_secs(180), || spark_batches(s) > planned);
+            assert!(started, "round {round}: no micro-batch started");
+        }
+        let life = Duration::from_millis(match engine {
+            "spark" => rng.between(500, 4000),
+            _ => rng.between(400, 1600),
+        });
         for _ in 0..3 {
             std::thread::sleep(life / 3);
             if rng.between(0, 2) == 0 {
                 publish(s);
             }
         }
-        let _ = child.kill(); // SIGKILL
-        let _ = child.wait();
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "round {round}: the job ended by itself ({status}): {}",
+                common::stderr_of(child)
+            );
+        }
+        kill(&mut child);
     }
 }
 
-fn finish_and_check(s: &Setup) {
+fn finish_and_check(s: &Setup, engine: &str) {
     let expected = s.published;
-    let mut last = start(s);
-    let done = eventually(Duration::from_secs(90), || {
+    let mut last = start(s, engine);
+    // Upper bounds, not delays (a Spark session alone may take a minute to start).
+    let done = eventually(Duration::from_secs(240), || {
         output_ids(&s.output).len() as u64 >= expected
     });
-    common::wait_running("crash", &s.ckpt, "local", Duration::from_secs(30));
+    common::wait_running("crash", &s.ckpt, engine, Duration::from_secs(180));
     common::request_savepoint("crash", &s.ckpt);
     let status = wait_for(&mut last, Duration::from_secs(60), "job");
     let err = common::stderr_of(last);
@@ -201,6 +252,17 @@ const BATCH: u64 = 150;
 
 #[test]
 fn nats_into_transactional_files_holds_every_id_once_under_ten_kills() {
+    nats_under_kills("local", 10);
+}
+
+/// The same on Spark: the source's readers start afresh in every micro-batch's task, from
+/// the stream sequence the offset log holds.
+#[test]
+fn nats_into_transactional_files_on_spark_holds_every_id_once_under_three_kills() {
+    nats_under_kills("spark", 3);
+}
+
+fn nats_under_kills(engine: &str, kills: usize) {
     let stream = unique("nats");
     let mut nats = Nats::connect();
     let created = nats.request(
@@ -230,9 +292,9 @@ fn nats_into_transactional_files_holds_every_id_once_under_ten_kills() {
     for _ in 0..3 {
         publish(&mut s);
     }
-    kill_repeatedly(&mut s, 10, 0x5eed_0a75, &mut publish);
+    kill_repeatedly(&mut s, engine, kills, 0x5eed_0a75, &mut publish);
     publish(&mut s);
-    finish_and_check(&s);
+    finish_and_check(&s, engine);
     Nats::connect().request(&format!("$JS.API.STREAM.DELETE.{stream}"), "");
 }
 
@@ -303,9 +365,9 @@ fn rabbitmq_with_correlation_ids_into_transactional_files_holds_every_id_once_un
     for _ in 0..3 {
         publish(&mut s);
     }
-    kill_repeatedly(&mut s, 10, 0x5eed_4ab1, &mut publish);
+    kill_repeatedly(&mut s, "local", 10, 0x5eed_4ab1, &mut publish);
     publish(&mut s);
-    finish_and_check(&s);
+    finish_and_check(&s, "local");
     rt.block_on(async {
         let _ = channel
             .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
