@@ -256,3 +256,191 @@ fn check_states_the_guarantee_and_never_shows_the_password() {
         "{text}"
     );
 }
+
+/// A small deterministic generator (xorshift64*), so every run kills at the same moments.
+struct Rng(u64);
+impl Rng {
+    fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        lo + self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % (hi - lo)
+    }
+}
+
+const XA_ROWS_PER_FILE: u64 = 50;
+
+/// The server side of the XA crash test: where the table is and how to ask it.
+struct XaTarget {
+    url: &'static str,
+    table: &'static str,
+    query: fn(&str) -> String,
+    create: &'static str,
+    /// How many prepared transactions of the job are left on the server.
+    prepared: fn() -> usize,
+}
+
+/// A streaming LocalFile source → Jdbc sink with `is_exactly_once = true` into a table
+/// without a key, killed with SIGKILL at random moments and at each step of the XA
+/// protocol (after the writers prepared, after the checkpoint was stored, after the
+/// committer committed), restarted under the same job id each time: in the end the table
+/// holds every id exactly once and no prepared transaction is left on the server.
+fn xa_under_kills(t: &XaTarget, seed: u64) {
+    use std::process::{Child, Stdio};
+    use std::time::Duration;
+
+    (t.query)(t.create);
+    let root = tempfile::tempdir().unwrap();
+    let input = root.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    let job = root.path().join("job.conf");
+    let pg = t.url.contains("postgresql");
+    std::fs::write(
+        &job,
+        format!(
+            r#"
+env {{ job.name = "xa-crash", job.mode = "STREAMING", checkpoint.interval = 400, parallelism = 2 }}
+source {{ LocalFile {{ path = "{}", file_format_type = csv, schema = {{ fields {{ id = bigint, payload = string }} }} }} }}
+sink {{
+  Jdbc {{
+    url = "{}"
+    driver = "{}"
+    user = "{}"
+    password = ""
+    query = "insert into {} (id, payload) values (?, ?)"
+    is_exactly_once = true
+    xa_data_source_class_name = "x"
+  }}
+}}
+"#,
+            input.display(),
+            t.url,
+            if pg { "org.postgresql.Driver" } else { "org.mariadb.jdbc.Driver" },
+            if pg { "postgres" } else { "root" },
+            t.table
+        ),
+    )
+    .unwrap();
+    let ckpt = root.path().join("ckpt");
+    let mut files = 0u64;
+    let mut add_file = || {
+        let mut text = String::new();
+        for i in 0..XA_ROWS_PER_FILE {
+            text.push_str(&format!(
+                "{},row-{files}-{i}\n",
+                files * XA_ROWS_PER_FILE + i
+            ));
+        }
+        let tmp = input.join(format!(".part-{files:05}.csv"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, input.join(format!("part-{files:05}.csv"))).unwrap();
+        files += 1;
+        files
+    };
+    let start = |crash_point: Option<&str>| -> Child {
+        let mut c = ferry();
+        c.arg("run")
+            .arg(&job)
+            .args(["--job-id", "xa", "--checkpoint-dir"])
+            .arg(&ckpt)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(p) = crash_point {
+            c.env("FERRY_CRASH_POINT", p);
+        }
+        c.spawn().expect("ferry starts")
+    };
+    let mut total = 0;
+    for _ in 0..2 {
+        total = add_file();
+    }
+    // Each step of the protocol: the process aborts there, as abruptly as SIGKILL.
+    for point in [
+        "checkpoint-acknowledged:2",
+        "checkpoint-stored:2",
+        "sink-committed:2",
+    ] {
+        total = add_file();
+        let mut child = start(Some(point));
+        let status = common::wait_for(&mut child, Duration::from_secs(120), point);
+        assert!(!status.success(), "{point}: the job did not abort there");
+    }
+    // Random moments.
+    let mut rng = Rng(seed);
+    for _ in 0..6 {
+        let mut child = start(None);
+        let life = Duration::from_millis(rng.between(300, 2500));
+        std::thread::sleep(life / 2);
+        total = add_file();
+        std::thread::sleep(life / 2);
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+    }
+    let expected = total * XA_ROWS_PER_FILE;
+    let mut last = start(None);
+    let count = || -> u64 {
+        (t.query)(&format!("SELECT count(DISTINCT id) FROM {}", t.table))
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let arrived = common::eventually(Duration::from_secs(120), || count() >= expected);
+    common::wait_running("xa", &ckpt, "local", Duration::from_secs(60));
+    common::request_savepoint("xa", &ckpt);
+    let status = common::wait_for(&mut last, Duration::from_secs(60), "the last run");
+    let err = common::stderr_of(last);
+    assert!(status.success(), "{err}");
+    assert!(arrived, "{} of {expected} ids arrived", count());
+    let rows: u64 = (t.query)(&format!("SELECT count(*) FROM {}", t.table))
+        .trim()
+        .parse()
+        .unwrap();
+    let twice = (t.query)(&format!(
+        "SELECT id FROM {} GROUP BY id HAVING count(*) > 1 LIMIT 5",
+        t.table
+    ));
+    assert_eq!(twice.trim(), "", "ids written more than once");
+    assert_eq!(rows, expected);
+    assert_eq!(count(), expected);
+    let max = (t.query)(&format!("SELECT max(id) FROM {}", t.table));
+    assert_eq!(max.trim(), (expected - 1).to_string());
+    assert_eq!((t.prepared)(), 0, "prepared transactions left");
+}
+
+#[test]
+fn xa_sink_into_postgresql_holds_every_id_once_under_kills() {
+    xa_under_kills(
+        &XaTarget {
+            url: "jdbc:postgresql://127.0.0.1:5432/test",
+            table: "ferry_t_xa_crash.events",
+            query: psql,
+            create: "DROP SCHEMA IF EXISTS ferry_t_xa_crash CASCADE; CREATE SCHEMA ferry_t_xa_crash; CREATE TABLE ferry_t_xa_crash.events (id int8, payload text)",
+            prepared: || {
+                psql("SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'ferry:xa:%'")
+                    .trim()
+                    .parse()
+                    .unwrap()
+            },
+        },
+        0x5eed_9a01,
+    );
+}
+
+#[test]
+fn xa_sink_into_mariadb_holds_every_id_once_under_kills() {
+    xa_under_kills(
+        &XaTarget {
+            url: "jdbc:mariadb://127.0.0.1:3306/test",
+            table: "ferry_t_xa_crash.events",
+            query: mariadb,
+            create: "DROP DATABASE IF EXISTS ferry_t_xa_crash; CREATE DATABASE ferry_t_xa_crash; CREATE TABLE ferry_t_xa_crash.events (id bigint, payload text)",
+            prepared: || {
+                mariadb("XA RECOVER")
+                    .lines()
+                    .filter(|l| l.contains("ferry:xa:"))
+                    .count()
+            },
+        },
+        0x5eed_9a02,
+    );
+}
