@@ -223,8 +223,8 @@ fn check_states_the_guarantee_and_never_shows_the_password() {
     let job = dir.path().join("check.conf");
     for (sink, says) in [
         ("generate_sink_sql = true\n    table = \"ferry_t_check.dst\"\n    primary_keys = [\"${primary_key}\"]", "delivery: exactly-once"),
-        ("generate_sink_sql = true\n    table = \"ferry_t_check.dst\"", "delivery: at-least-once"),
-        ("query = \"insert into ferry_t_check.dst values (?, ?)\"\n    is_exactly_once = true", "delivery: exactly-once"),
+        ("generate_sink_sql = true\n    table = \"ferry_t_check.dst\"", "delivery: at-least-once (sink Jdbc: plain inserts are written again after a restart"),
+        ("query = \"insert into ferry_t_check.dst values (?, ?)\"\n    is_exactly_once = true", "[exactly-once: XA transactions prepared at each checkpoint barrier"),
     ] {
         std::fs::write(
             &job,

@@ -330,8 +330,9 @@ pub trait SinkFactory: Send + Sync {
 pub trait Sink: Send + Sync + Debug {
     /// The guarantee it gives when the job checkpoints.
     fn delivery(&self) -> SinkDelivery;
-    /// Why it gives that guarantee, for `ferry check` ("exactly-once: XA transactions
-    /// committed with the checkpoint"); `None` when the guarantee says it all.
+    /// The guarantee and why, for `ferry check`: begins with the guarantee ("exactly-once:
+    /// XA transactions committed with the checkpoint", "exactly-once in effect: upserts by
+    /// primary key"); `None` when the guarantee says it all.
     fn delivery_reason(&self) -> Option<String> {
         None
     }

@@ -387,7 +387,11 @@ fn decide_delivery(sources: &[SourceNode], sinks: &[SinkNode], mode: CheckpointM
         .find(|s| s.sink.delivery() != SinkDelivery::ExactlyOnce)
     {
         return Delivery::AtLeastOnce(match s.sink.delivery_reason() {
-            Some(why) => format!("sink {}: {why}", s.plugin),
+            Some(why) => format!(
+                "sink {}: {}",
+                s.plugin,
+                why.strip_prefix("at-least-once: ").unwrap_or(&why)
+            ),
             None => format!("sink {} is neither transactional nor idempotent", s.plugin),
         });
     }
@@ -583,10 +587,8 @@ fn sink_guarantee(sink: &dyn ferry_api::Sink) -> String {
         SinkDelivery::ExactlyOnce => "exactly-once",
         SinkDelivery::AtLeastOnce => "at-least-once",
     };
-    match sink.delivery_reason() {
-        Some(why) => format!("{what}: {why}"),
-        None => what.to_string(),
-    }
+    // A reason states the guarantee itself ("exactly-once in effect: upserts by key").
+    sink.delivery_reason().unwrap_or_else(|| what.to_string())
 }
 
 /// `BATCH` or `STREAMING`, as job files spell it.
