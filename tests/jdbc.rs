@@ -158,6 +158,10 @@ fn mysql_source_and_sink(engine: &str) {
     // the same with XA (its 42 columns: all but the three 30-digit ones).
     for (job, columns) in [
         ("mysql/jdbc_mysql_source_and_sink.conf", "*"),
+        // Three readers over a DECIMAL(30) key; five over BIGINT UNSIGNED with bounds that
+        // hold none of the rows (the open first and last ranges still read them all).
+        ("mysql/jdbc_mysql_source_and_sink_parallel.conf", "*"),
+        ("mysql/jdbc_mysql_source_and_sink_parallel_upper_lower.conf", "*"),
         (
             "mysql/jdbc_mysql_source_and_sink_xa.conf",
             "c_bit_1, c_bit_8, c_bit_16, c_bit_32, c_bit_64, c_boolean, c_tinyint, c_tinyint_unsigned, c_smallint, c_smallint_unsigned, c_mediumint, c_mediumint_unsigned, c_int, c_integer, c_bigint, c_bigint_unsigned, c_decimal, c_decimal_unsigned, c_float, c_float_unsigned, c_double, c_double_unsigned, c_char, c_tinytext, c_mediumtext, c_text, c_varchar, c_json, c_longtext, c_date, c_datetime, c_time, c_timestamp, c_tinyblob, c_mediumblob, c_blob, c_longblob, c_varbinary, c_binary, c_year, c_int_unsigned, c_integer_unsigned",
