@@ -228,7 +228,13 @@ pub async fn connect_pg(info: &ConnInfo, component: &str) -> Result<tokio_postgr
         .port(info.port)
         .user(&info.user)
         .connect_timeout(info.connect_timeout)
-        .application_name("ferry");
+        // pgJDBC's `ApplicationName` property, so that operators can tell jobs apart in
+        // pg_stat_activity.
+        .application_name(
+            info.properties
+                .get("ApplicationName")
+                .map_or("ferry", String::as_str),
+        );
     if !info.database.is_empty() {
         cfg.dbname(&info.database);
     }

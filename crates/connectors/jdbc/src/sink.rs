@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arrow::array::ArrayRef;
 use ferry_api::placeholder::substitute_options;
@@ -141,7 +142,7 @@ pub const SINK_OPTIONS: &[OptionSpec] = &[
         "max_retries",
         OptionKind::Int,
         Some("0"),
-        "Retries of a failed flush (not with is_exactly_once).",
+        "Retries of a flush that failed transiently (connection lost, deadlock, serialization failure), with a fresh connection and a pause doubling from 400 ms; not with is_exactly_once.",
     ),
     OptionSpec::optional(
         "is_exactly_once",
@@ -405,6 +406,7 @@ impl SinkFactory for JdbcSinkFactory {
             generate,
             batch_size,
             exactly_once,
+            max_retries,
             max_commit_attempts,
         }))
     }
@@ -418,6 +420,8 @@ pub struct JdbcSink {
     generate: bool,
     batch_size: usize,
     exactly_once: bool,
+    /// Retries of a flush that failed transiently (never with XA).
+    max_retries: u64,
     max_commit_attempts: u64,
 }
 
@@ -437,17 +441,41 @@ impl Conn {
 
     /// Runs `sql` (one or more statements).
     async fn exec(&mut self, sql: &str) -> Result<()> {
+        self.exec_classified(sql).await.map_err(|(e, _)| e)
+    }
+
+    /// Runs `sql`, telling a transient failure (the connection was lost, a deadlock or a
+    /// serialization failure: the same statements may succeed when sent again) from one
+    /// that would fail again (a syntax error, a constraint, a type that does not fit).
+    async fn exec_classified(&mut self, sql: &str) -> std::result::Result<(), (FerryError, bool)> {
         match self {
             Conn::Pg(c) => c.batch_execute(sql).await.map_err(|e| {
-                FerryError::external(
+                // 40001 serialization failure, 40P01 deadlock, class 08 connection
+                // exceptions, 57P01-03 the server shutting down or restarting.
+                let transient = e.is_closed()
+                    || e.code().is_some_and(|c| {
+                        let c = c.code();
+                        c == "40001" || c == "40P01" || c.starts_with("08") || c.starts_with("57P0")
+                    });
+                let err = FerryError::external(
                     COMPONENT,
                     format!("{}: {}", pg_error_text(&e), shorten(sql)),
+                );
+                (err, transient)
+            }),
+            Conn::My(c) => c.query_drop(sql).await.map_err(|e| {
+                // 1213 deadlock, 1205 lock wait timeout, 2006/2013 server gone; I/O and
+                // driver errors are a lost connection.
+                let transient = match &e {
+                    mysql_async::Error::Server(s) => matches!(s.code, 1205 | 1213 | 2006 | 2013),
+                    mysql_async::Error::Io(_) | mysql_async::Error::Driver(_) => true,
+                    _ => false,
+                };
+                (
+                    FerryError::external(COMPONENT, format!("{e}: {}", shorten(sql))),
+                    transient,
                 )
             }),
-            Conn::My(c) => c
-                .query_drop(sql)
-                .await
-                .map_err(|e| FerryError::external(COMPONENT, format!("{e}: {}", shorten(sql)))),
         }
     }
 
@@ -691,6 +719,7 @@ impl Sink for JdbcSink {
                 .collect(),
             batch_size: self.batch_size,
             exactly_once: self.exactly_once,
+            max_retries: self.max_retries,
             xid_prefix: prefix,
             attempt: ctx
                 .attempt
@@ -789,6 +818,8 @@ struct JdbcWriter {
     by_name: HashMap<Arc<str>, usize>,
     batch_size: usize,
     exactly_once: bool,
+    /// Retries of a flush that failed transiently (never with XA).
+    max_retries: u64,
     xid_prefix: String,
     attempt: String,
     pending: Vec<Op>,
@@ -901,8 +932,32 @@ impl JdbcWriter {
         }
         self.in_tx = self.exactly_once;
         sql.push_str(&stmts.join(";\n"));
-        let conn = &mut self.conn;
-        block_on(async { conn.exec(&sql).await })
+        let (conn, info, retries) = (&mut self.conn, &self.conn_info, self.max_retries);
+        block_on(async {
+            let mut attempt = 0;
+            loop {
+                match conn.exec_classified(&sql).await {
+                    Ok(()) => return Ok(()),
+                    // Never with XA (refused at planning): a retried transaction could
+                    // hold its rows twice. Without XA the statements run one by one, so
+                    // sending them again may repeat some: at-least-once, as stated.
+                    Err((e, true)) if attempt < retries => {
+                        attempt += 1;
+                        let pause = Duration::from_millis(200u64 << attempt.min(6));
+                        tracing::warn!(
+                            "{COMPONENT}: writing to {} failed ({e}); retry {attempt} of {retries} in {pause:?}",
+                            info.address()
+                        );
+                        tokio::time::sleep(pause).await;
+                        // The connection may be gone: a fresh one for the retry.
+                        if let Ok(fresh) = Conn::open(info).await {
+                            *conn = fresh;
+                        }
+                    }
+                    Err((e, _)) => return Err(e),
+                }
+            }
+        })
     }
 
     fn xid(&self, checkpoint: u64) -> String {

@@ -647,3 +647,57 @@ fn mysql_every_type_round_trips_through_a_created_table() {
         "ferry_t_my_trip.copy",
     );
 }
+
+/// A connection killed by the server between two flushes (an administrator's
+/// `pg_terminate_backend`, a failover): with `max_retries` the writer reconnects and sends
+/// the rows again; without, the flush fails with the server's error.
+#[test]
+fn pg_sink_retries_a_flush_after_its_connection_is_killed() {
+    pg(
+        "DROP SCHEMA IF EXISTS ferry_t_pg_retry CASCADE; CREATE SCHEMA ferry_t_pg_retry; \
+        CREATE TABLE ferry_t_pg_retry.t (id int8 PRIMARY KEY, name text)",
+    );
+    let url = "jdbc:postgresql://127.0.0.1:5432/test?ApplicationName=ferry_t_pg_retry";
+    let b = batches();
+    for (retries, succeeds) in [(0, false), (2, true)] {
+        pg("TRUNCATE ferry_t_pg_retry.t");
+        let s = sink(
+            json!({"url": url, "max_retries": retries, "batch_size": 100000,
+                "query": "insert into ferry_t_pg_retry.t values (?, ?) on conflict (id) do update set name = excluded.name"}),
+            true,
+        )
+        .unwrap();
+        let mut w = s
+            .create_writer(
+                &ferry_api::WriterContext {
+                    subtask: 0,
+                    parallelism: 1,
+                    job: job(JobMode::Batch),
+                    attempt: "a".into(),
+                },
+                None,
+            )
+            .unwrap();
+        w.write(&b[0]).unwrap();
+        w.prepare_commit(1).unwrap();
+        let killed = pg(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = 'ferry_t_pg_retry'",
+        );
+        assert_eq!(killed, vec![vec![Some("1".to_string())]]);
+        w.write(&b[1]).unwrap();
+        let flushed = w.prepare_commit(2);
+        assert_eq!(
+            flushed.is_ok(),
+            succeeds,
+            "max_retries {retries}: {flushed:?}"
+        );
+        let n = pg("SELECT count(*) FROM ferry_t_pg_retry.t");
+        let want = if succeeds { "1000" } else { "500" };
+        assert_eq!(
+            n,
+            vec![vec![Some(want.to_string())]],
+            "max_retries {retries}"
+        );
+    }
+}
