@@ -604,7 +604,15 @@ impl PartitionReader {
                         } => d.min(until.saturating_duration_since(Instant::now())),
                         _ => d,
                     };
-                    std::thread::sleep(d.max(Duration::from_millis(1)));
+                    // A reader that signals readiness (a broker's fetch task) is woken by
+                    // it as soon as data arrives, not at the end of the wait it asked for.
+                    let wait = d.max(Duration::from_millis(1));
+                    match self.reader.as_mut().and_then(|c| c.reader().readiness()) {
+                        Some(ready) => {
+                            let _ = ready.receiver().recv_timeout(wait);
+                        }
+                        None => std::thread::sleep(wait),
+                    }
                 }
                 Polled::Finished => {
                     if let Limit::Exact(n) = self.limit {
