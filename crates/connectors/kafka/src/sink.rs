@@ -30,9 +30,7 @@ use ferry_api::{
 };
 use ferry_formats::{read_format, Encoder, FORMAT_OPTIONS};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{
-    BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer,
-};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use serde_json::Value;
 
@@ -111,15 +109,13 @@ impl SinkFactory for KafkaSinkFactory {
                 ))
             }
         };
-        let partition = match opts.partition {
-            None => None,
-            Some(p) => Some(
-                i32::try_from(p)
-                    .ok()
-                    .filter(|p| *p >= 0)
-                    .ok_or_else(|| o.error("partition", format!("{p} is not a partition number")))?,
-            ),
-        };
+        let partition =
+            match opts.partition {
+                None => None,
+                Some(p) => Some(i32::try_from(p).ok().filter(|p| *p >= 0).ok_or_else(|| {
+                    o.error("partition", format!("{p} is not a partition number"))
+                })?),
+            };
         let mut key_columns = Vec::new();
         if let Some(fields) = &opts.key_fields {
             let Some(table) = input.first() else {
@@ -257,6 +253,13 @@ impl ProducerContext for Reporter {
     type DeliveryOpaque = ();
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
         if let Err((e, _)) = result {
+            // Messages purged by `abort` were discarded on purpose.
+            if let KafkaError::MessageProduction(
+                RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight,
+            ) = e
+            {
+                return;
+            }
             if let Ok(mut first) = self.first_error.lock() {
                 first.get_or_insert_with(|| e.to_string());
             }
@@ -290,9 +293,13 @@ impl Writer {
 
     /// Waits until every message sent so far is acknowledged (or failed).
     fn flush(&self) -> Result<()> {
-        self.producer
-            .flush(FLUSH_TIMEOUT)
-            .map_err(|e| external(&self.servers, &format!("flushing to topic '{}'", self.topic), e))?;
+        self.producer.flush(FLUSH_TIMEOUT).map_err(|e| {
+            external(
+                &self.servers,
+                &format!("flushing to topic '{}'", self.topic),
+                e,
+            )
+        })?;
         self.check_deliveries()
     }
 }
@@ -362,7 +369,8 @@ impl SinkWriter for Writer {
                 .begin_transaction()
                 .map_err(|e| external(&self.servers, "beginning a transaction", e))?;
         } else {
-            self.producer.purge(rdkafka::producer::PurgeConfig::default().queue());
+            self.producer
+                .purge(rdkafka::producer::PurgeConfig::default().queue());
         }
         if let Ok(mut e) = self.errors.lock() {
             e.take();

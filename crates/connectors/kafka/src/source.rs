@@ -86,9 +86,8 @@ impl SourceFactory for KafkaSourceFactory {
     fn create(&self, o: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
         let opts = SourceOptions::read(o)?;
         let config = read_kafka_config(o)?;
-        let table = read_schema(o, NAME)?.ok_or_else(|| {
-            o.error("schema", "is required: schema { fields { name = type } }")
-        })?;
+        let table = read_schema(o, NAME)?
+            .ok_or_else(|| o.error("schema", "is required: schema { fields { name = type } }"))?;
         let (format, on_error) = read_format(o)?;
         let start = match opts.start_mode.to_ascii_lowercase().as_str() {
             "earliest" => StartMode::Earliest,
@@ -281,6 +280,10 @@ struct PartState {
     /// Bounded reads: the end offset (exclusive) the partition had when the job started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     end: Option<i64>,
+    /// `start_mode = timestamp`: records before the first one with a timestamp at or after
+    /// this are left out (also where the broker's offset lookup by time is coarse).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from_timestamp: Option<i64>,
 }
 
 impl PartState {
@@ -321,7 +324,11 @@ impl Enumerator {
         };
         for t in metadata.topics() {
             if wanted(t.name()) {
-                parts.extend(t.partitions().iter().map(|p| (t.name().to_string(), p.id())));
+                parts.extend(
+                    t.partitions()
+                        .iter()
+                        .map(|p| (t.name().to_string(), p.id())),
+                );
             }
         }
         if let Topics::Names(names) = &self.topics {
@@ -329,7 +336,10 @@ impl Enumerator {
                 if !parts.iter().any(|(t, _)| t == n) {
                     return Err(FerryError::external(
                         NAME,
-                        format!("topic '{n}' does not exist (bootstrap.servers {})", s.servers),
+                        format!(
+                            "topic '{n}' does not exist (bootstrap.servers {})",
+                            s.servers
+                        ),
                     ));
                 }
             }
@@ -371,7 +381,11 @@ impl Enumerator {
             let (low, high) = consumer
                 .fetch_watermarks(&topic, partition, REQUEST_TIMEOUT)
                 .map_err(|e| {
-                    external(&s.servers, &format!("reading the offsets of {topic}-{partition}"), e)
+                    external(
+                        &s.servers,
+                        &format!("reading the offsets of {topic}-{partition}"),
+                        e,
+                    )
                 })?;
             let key = (topic.clone(), partition);
             let next = match &self.start {
@@ -387,6 +401,10 @@ impl Enumerator {
                 partition,
                 next: next.clamp(low, high.max(low)),
                 end: self.bounded.then_some(high),
+                from_timestamp: match self.start {
+                    StartMode::Timestamp(ts) => Some(ts),
+                    _ => None,
+                },
             });
         }
         Ok(out)
@@ -478,9 +496,8 @@ impl Reader {
 impl SourceReader for Reader {
     fn add_splits(&mut self, splits: Vec<Split>) -> Result<()> {
         for s in splits {
-            let p: PartState = serde_json::from_value(s.state.clone()).map_err(|e| {
-                FerryError::internal(format!("Kafka split {} state: {e}", s.id))
-            })?;
+            let p: PartState = serde_json::from_value(s.state.clone())
+                .map_err(|e| FerryError::internal(format!("Kafka split {} state: {e}", s.id)))?;
             self.parts.insert((p.topic.clone(), p.partition), p);
         }
         self.assign()
@@ -507,7 +524,11 @@ impl SourceReader for Reader {
         let mut tombstones = 0usize;
         while bodies.len() < MAX_BATCH {
             let wait = POLL_WAIT.saturating_sub(started.elapsed());
-            let wait = if bodies.is_empty() { wait } else { Duration::ZERO };
+            let wait = if bodies.is_empty() {
+                wait
+            } else {
+                Duration::ZERO
+            };
             match consumer.poll(wait) {
                 None => break,
                 Some(Ok(m)) => {
@@ -525,6 +546,15 @@ impl SourceReader for Reader {
                         continue;
                     }
                     p.next = m.offset() + 1;
+                    if let Some(from) = p.from_timestamp {
+                        if m.timestamp().to_millis().is_some_and(|t| t < from) {
+                            if p.done() {
+                                reassign = true;
+                            }
+                            continue;
+                        }
+                        p.from_timestamp = None;
+                    }
                     match m.payload() {
                         Some(b) => bodies.push(b.to_vec()),
                         None => tombstones += 1,
