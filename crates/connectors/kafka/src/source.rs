@@ -15,7 +15,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::{client_config, describe_config, external, read_kafka_config, NAME};
 
@@ -39,12 +39,6 @@ ferry_api::declare_options! {
         group: String = "consumer.group", default "SeaTunnel-Consumer-Group";
         /// Commit the offsets a checkpoint holds to the consumer group when the checkpoint completes; when false, librdkafka's auto commit (kafka.config enable.auto.commit) applies.
         commit_on_checkpoint: bool = "commit_on_checkpoint", default true;
-        /// Where reading starts: earliest, latest, group_offsets (the group's committed offsets, earliest where it has none), specific_offsets (start_mode.offsets) or timestamp (start_mode.timestamp).
-        start_mode: String = "start_mode", default "group_offsets";
-        /// With start_mode = timestamp: the first record read in each partition is the first with a timestamp at or after this, in milliseconds since 1970.
-        start_timestamp: i64 = "start_mode.timestamp", optional;
-        /// With start_mode = specific_offsets: `{ topic-partition = offset }`; partitions not named start at their earliest offset.
-        offsets: Map<String, Value> = "start_mode.offsets", optional;
         /// Accepted for SeaTunnel job files: partitions are listed once, when the job starts (not again while it runs).
         _discovery_interval: i64 = "partition-discovery.interval-millis", default -1;
         /// Accepted for SeaTunnel job files: readers poll briefly and are polled again.
@@ -52,12 +46,68 @@ ferry_api::declare_options! {
     }
 }
 
-const EXTRA_SPECS: &[OptionSpec] = &[OptionSpec::optional(
-    "kafka.config",
-    OptionKind::Object,
-    None,
-    "librdkafka settings passed to the consumer as they are (for example isolation.level, fetch.max.bytes).",
-)];
+const EXTRA_SPECS: &[OptionSpec] = &[
+    OptionSpec::optional("start_mode", OptionKind::Enum(&["earliest", "latest", "group_offsets", "specific_offsets", "timestamp"]), Some("group_offsets"), "Where reading starts: earliest, latest, group_offsets (the group's committed offsets, earliest where it has none), specific_offsets (start_mode.offsets) or timestamp (start_mode.timestamp)."),
+    OptionSpec::optional("start_mode.offsets", OptionKind::Object, None, "With start_mode = specific_offsets: `{ topic-partition = offset }`; partitions not named start at their earliest offset."),
+    OptionSpec::optional("start_mode.timestamp", OptionKind::Int, None, "With start_mode = timestamp: each partition starts at its first record with a timestamp at or after this, in milliseconds since 1970."),
+    OptionSpec::optional("kafka.config", OptionKind::Object, None, "librdkafka settings passed to the consumer as they are (for example isolation.level, fetch.max.bytes)."),
+];
+
+/// Reads `start_mode` with `start_mode.offsets` / `start_mode.timestamp`. HOCON makes
+/// `start_mode = timestamp` followed by `start_mode.timestamp = …` (as SeaTunnel's job
+/// files write it) one block `start_mode { timestamp = … }`, the text lost: a block means
+/// the mode its one key names.
+fn read_start_mode(o: &mut Options) -> Result<StartMode> {
+    let mode = match o.get("start_mode") {
+        None | Some(Value::Null) => "group_offsets".to_string(),
+        Some(Value::String(s)) => s.to_ascii_lowercase(),
+        Some(Value::Object(m)) => match (m.contains_key("offsets"), m.contains_key("timestamp")) {
+            (true, false) => "specific_offsets".into(),
+            (false, true) => "timestamp".into(),
+            _ => return Err(o.error(
+                "start_mode",
+                "set start_mode to earliest, latest, group_offsets, specific_offsets or timestamp",
+            )),
+        },
+        Some(other) => return Err(o.error("start_mode", format!("expected text, found {other}"))),
+    };
+    let offsets = o.object("start_mode.offsets")?;
+    let timestamp = o.i64("start_mode.timestamp")?;
+    Ok(match mode.as_str() {
+        "earliest" => StartMode::Earliest,
+        "latest" => StartMode::Latest,
+        "group_offsets" => StartMode::GroupOffsets,
+        "timestamp" => StartMode::Timestamp(timestamp.ok_or_else(|| {
+            o.error("start_mode.timestamp", "is required with start_mode = timestamp")
+        })?),
+        "specific_offsets" => {
+            let m = offsets.ok_or_else(|| {
+                o.error("start_mode.offsets", "is required with start_mode = specific_offsets")
+            })?;
+            let mut offsets = BTreeMap::new();
+            for (k, v) in m {
+                let key = format!("start_mode.offsets.{k}");
+                let (topic, partition) = k
+                    .rsplit_once('-')
+                    .and_then(|(t, p)| Some((t.to_string(), p.parse::<i32>().ok()?)))
+                    .ok_or_else(|| o.error(&key, "expected topic-partition = offset"))?;
+                let offset = v
+                    .as_i64()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                    .filter(|n| *n >= 0)
+                    .ok_or_else(|| o.error(&key, format!("expected an offset, found {v}")))?;
+                offsets.insert((topic, partition), offset);
+            }
+            StartMode::Specific(offsets)
+        }
+        other => {
+            return Err(o.error(
+                "start_mode",
+                format!("'{other}' is not one of earliest, latest, group_offsets, specific_offsets, timestamp"),
+            ))
+        }
+    })
+}
 
 /// Where a partition starts when the job starts fresh.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,40 +139,7 @@ impl SourceFactory for KafkaSourceFactory {
         let table = read_schema(o, NAME)?
             .ok_or_else(|| o.error("schema", "is required: schema { fields { name = type } }"))?;
         let (format, on_error) = read_format(o)?;
-        let start = match opts.start_mode.to_ascii_lowercase().as_str() {
-            "earliest" => StartMode::Earliest,
-            "latest" => StartMode::Latest,
-            "group_offsets" => StartMode::GroupOffsets,
-            "timestamp" => StartMode::Timestamp(opts.start_timestamp.ok_or_else(|| {
-                o.error("start_mode.timestamp", "is required with start_mode = timestamp")
-            })?),
-            "specific_offsets" => {
-                let m = opts.offsets.clone().ok_or_else(|| {
-                    o.error("start_mode.offsets", "is required with start_mode = specific_offsets")
-                })?;
-                let mut offsets = BTreeMap::new();
-                for (k, v) in m {
-                    let key = format!("start_mode.offsets.{k}");
-                    let (topic, partition) = k
-                        .rsplit_once('-')
-                        .and_then(|(t, p)| Some((t.to_string(), p.parse::<i32>().ok()?)))
-                        .ok_or_else(|| o.error(&key, "expected topic-partition = offset"))?;
-                    let offset = v
-                        .as_i64()
-                        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-                        .filter(|n| *n >= 0)
-                        .ok_or_else(|| o.error(&key, format!("expected an offset, found {v}")))?;
-                    offsets.insert((topic, partition), offset);
-                }
-                StartMode::Specific(offsets)
-            }
-            other => {
-                return Err(o.error(
-                    "start_mode",
-                    format!("'{other}' is not one of earliest, latest, group_offsets, specific_offsets, timestamp"),
-                ))
-            }
-        };
+        let start = read_start_mode(o)?;
         let topics = if opts.pattern {
             let re = regex::Regex::new(&format!("^(?:{})$", opts.topic))
                 .map_err(|e| o.error("topic", format!("is not a regular expression: {e}")))?;
