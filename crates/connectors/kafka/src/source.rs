@@ -57,7 +57,7 @@ const EXTRA_SPECS: &[OptionSpec] = &[
 /// `start_mode = timestamp` followed by `start_mode.timestamp = …` (as SeaTunnel's job
 /// files write it) one block `start_mode { timestamp = … }`, the text lost: a block means
 /// the mode its one key names.
-fn read_start_mode(o: &mut Options) -> Result<StartMode> {
+pub(crate) fn read_start_mode(o: &mut Options) -> Result<StartMode> {
     let mode = match o.get("start_mode") {
         None | Some(Value::Null) => "group_offsets".to_string(),
         Some(Value::String(s)) => s.to_ascii_lowercase(),
@@ -111,7 +111,7 @@ fn read_start_mode(o: &mut Options) -> Result<StartMode> {
 
 /// Where a partition starts when the job starts fresh.
 #[derive(Debug, Clone, PartialEq)]
-enum StartMode {
+pub(crate) enum StartMode {
     Earliest,
     Latest,
     GroupOffsets,

@@ -417,3 +417,24 @@ fn sink_partition_and_text_format() {
     let e = sink(&t, json!({"partition_key_fields": ["nope"]})).unwrap_err();
     assert!(e.to_string().contains("nope"), "{e}");
 }
+
+#[test]
+fn start_mode_blocks_as_hocon_nests_seatunnels_dotted_keys() {
+    let read = |v: Value| read_start_mode_for_test(v);
+    assert_eq!(
+        read(json!({"start_mode": {"timestamp": 1667179890315i64}})).unwrap(),
+        "Timestamp(1667179890315)"
+    );
+    assert_eq!(
+        read(json!({"start_mode": {"offsets": {"t-0": 50}}})).unwrap(),
+        r#"Specific({("t", 0): 50})"#
+    );
+    assert_eq!(read(json!({})).unwrap(), "GroupOffsets");
+    assert!(read(json!({"start_mode": {"offsets": {"t": 1}}})).is_err());
+    assert!(read(json!({"start_mode": "specific_offsets"})).is_err());
+}
+
+fn read_start_mode_for_test(v: Value) -> Result<String> {
+    let mut o = Options::from_json(NAME, v);
+    crate::source::read_start_mode(&mut o).map(|m| format!("{m:?}"))
+}
