@@ -26,6 +26,8 @@ pub fn builtin() -> Registry {
         .sink(ferry_connector_nats::NatsSinkFactory)
         .source(ferry_connector_mqtt::MqttSourceFactory)
         .sink(ferry_connector_mqtt::MqttSinkFactory)
+        .source(ferry_connector_kafka::KafkaSourceFactory)
+        .sink(ferry_connector_kafka::KafkaSinkFactory)
         .transform(ferry_transforms::CopyTransformFactory)
         .transform(ferry_transforms::FilterTransformFactory)
         .transform(ferry_transforms::FieldMapperTransformFactory)
