@@ -49,6 +49,9 @@ struct Nats {
 impl Nats {
     fn connect() -> Nats {
         let s = TcpStream::connect("127.0.0.1:4222").expect("NATS on 127.0.0.1:4222");
+        // One small request at a time: without this, Nagle's algorithm and delayed
+        // acknowledgements hold every request back for tens of milliseconds.
+        s.set_nodelay(true).unwrap();
         let mut n = Nats {
             read: BufReader::new(s.try_clone().unwrap()),
             write: s,
