@@ -13,21 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{eventually, ferry, visible_lines, wait_for};
-
-/// A small deterministic generator (xorshift64*), so every run kills at the same moments.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo)
-    }
-}
+use common::{eventually, ferry, visible_lines, wait_for, Rng};
 
 fn unique(what: &str) -> String {
     let nanos = SystemTime::now()

@@ -10,23 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::{eventually, ferry, visible_lines, wait_for};
+use common::{eventually, ferry, visible_lines, wait_for, Rng};
 
 const ROWS_PER_FILE: u64 = 200;
-
-/// A small deterministic generator (xorshift64*), so every run kills at the same moments.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo)
-    }
-}
 
 struct Setup {
     _root: tempfile::TempDir,

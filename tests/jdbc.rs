@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use common::{ferry, repo_root};
+use common::{ferry, repo_root, Rng};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -259,17 +259,6 @@ fn check_states_the_guarantee_and_never_shows_the_password() {
         !out.status.success() && text.contains("127.0.0.1:1") && !text.contains("s3cret-pw"),
         "{text}"
     );
-}
-
-/// A small deterministic generator (xorshift64*), so every run kills at the same moments.
-struct Rng(u64);
-impl Rng {
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        lo + self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % (hi - lo)
-    }
 }
 
 const XA_ROWS_PER_FILE: u64 = 50;

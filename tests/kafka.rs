@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use std::process::{Child, Stdio};
 
-use common::{eventually, ferry, repo_root, visible_lines, wait_for};
+use common::{eventually, ferry, repo_root, visible_lines, wait_for, Rng};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
@@ -346,20 +346,6 @@ fn seatunnel_sink_and_source_jobs_on_spark() {
         root.path(),
         &["--engine", "spark"],
     );
-}
-
-/// A small deterministic generator (xorshift64*), so every run kills at the same moments.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo)
-    }
 }
 
 fn output_ids(dir: &Path) -> BTreeMap<u64, usize> {

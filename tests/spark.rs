@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     cases, conformance_dir, eventually, ferry, jobs_line, own_cases, prepare, request_savepoint,
-    rewrite_paths, start_job, stderr_of, visible_lines, wait_for, wait_running, Case,
+    rewrite_paths, start_job, stderr_of, visible_lines, wait_for, wait_running, Case, Rng,
 };
 
 /// One Spark session at a time: two JVMs on a small machine make both slow.
@@ -563,18 +563,6 @@ fn a_second_spark_run_of_a_running_job_is_refused_until_the_first_is_killed() {
     let line = jobs_line("stwice", &ckpt);
     assert!(line.contains(&format!(" {} ", third.id())), "{line}");
     kill_group(&mut third);
-}
-
-/// A small deterministic generator (xorshift64*), so every run kills at the same moments.
-struct Rng(u64);
-
-impl Rng {
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        lo + self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % (hi - lo)
-    }
 }
 
 const ROWS_PER_FILE: u64 = 100;

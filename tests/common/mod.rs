@@ -259,3 +259,22 @@ pub fn stderr_of(child: Child) -> String {
     let out = child.wait_with_output().expect("collect output");
     String::from_utf8_lossy(&out.stderr).to_string()
 }
+
+/// A small deterministic generator (xorshift64*), so that every run of a crash test kills
+/// at the same moments.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `lo..hi`.
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo)
+    }
+}
