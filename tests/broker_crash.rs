@@ -6,14 +6,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{eventually, ferry, visible_lines, wait_for, Rng};
+use common::{eventually, ferry, output_ids, wait_for, Rng};
 
 fn unique(what: &str) -> String {
     let nanos = SystemTime::now()
@@ -152,19 +151,6 @@ fn spark_batches(s: &Setup) -> usize {
     std::fs::read_dir(s.ckpt.join("crash/query-0/offsets"))
         .map(|rd| rd.flatten().count())
         .unwrap_or(0)
-}
-
-fn output_ids(dir: &Path) -> BTreeMap<u64, usize> {
-    let mut ids = BTreeMap::new();
-    for line in visible_lines(dir) {
-        let id: u64 = line
-            .split(',')
-            .next()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("bad output line {line:?}"));
-        *ids.entry(id).or_insert(0) += 1;
-    }
-    ids
 }
 
 /// Kills the job `kills` times at random moments, publishing `publish(n)` batches on the way.

@@ -5,12 +5,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::{eventually, ferry, visible_lines, wait_for, Rng};
+use common::{eventually, ferry, output_ids, wait_for, Rng};
 
 const ROWS_PER_FILE: u64 = 200;
 
@@ -110,20 +109,6 @@ fn start_with(s: &Setup, crash_point: Option<&str>) -> Child {
 
 fn wait_running(s: &Setup) {
     common::wait_running("crash", &s.ckpt, "local", Duration::from_secs(30));
-}
-
-/// Output ids with how often each appears.
-fn output_ids(dir: &Path) -> BTreeMap<u64, usize> {
-    let mut ids = BTreeMap::new();
-    for line in visible_lines(dir) {
-        let id: u64 = line
-            .split(',')
-            .next()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("bad output line {line:?}"));
-        *ids.entry(id).or_insert(0) += 1;
-    }
-    ids
 }
 
 fn finish_and_check(s: &mut Setup, exactly_once: bool) {

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use std::process::{Child, Stdio};
 
-use common::{eventually, ferry, repo_root, visible_lines, wait_for, Rng};
+use common::{eventually, ferry, output_ids, repo_root, wait_for, Rng};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
@@ -346,19 +346,6 @@ fn seatunnel_sink_and_source_jobs_on_spark() {
         root.path(),
         &["--engine", "spark"],
     );
-}
-
-fn output_ids(dir: &Path) -> BTreeMap<u64, usize> {
-    let mut ids = BTreeMap::new();
-    for line in visible_lines(dir) {
-        let id: u64 = line
-            .split(',')
-            .next()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("bad output line {line:?}"));
-        *ids.entry(id).or_insert(0) += 1;
-    }
-    ids
 }
 
 fn start_crash_job(job: &Path, ckpt: &Path) -> Child {

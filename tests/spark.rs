@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    cases, conformance_dir, eventually, ferry, jobs_line, own_cases, prepare, request_savepoint,
-    rewrite_paths, start_job, stderr_of, visible_lines, wait_for, wait_running, Case, Rng,
+    cases, conformance_dir, eventually, ferry, jobs_line, output_ids, own_cases, prepare,
+    request_savepoint, rewrite_paths, start_job, stderr_of, visible_lines, wait_for, wait_running,
+    Case, Rng,
 };
 
 /// One Spark session at a time: two JVMs on a small machine make both slow.
@@ -582,20 +583,6 @@ fn batches(ckpt: &Path) -> usize {
     std::fs::read_dir(ckpt.join("crash/query-0/offsets"))
         .map(|rd| rd.flatten().count())
         .unwrap_or(0)
-}
-
-/// Output ids with how often each appears.
-fn output_ids(dir: &Path) -> std::collections::BTreeMap<u64, usize> {
-    let mut ids = std::collections::BTreeMap::new();
-    for line in visible_lines(dir) {
-        let id: u64 = line
-            .split(',')
-            .next()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("bad output line {line:?}"));
-        *ids.entry(id).or_insert(0) += 1;
-    }
-    ids
 }
 
 /// Kills the whole Spark driver process group (driver, JVM, Python workers) with SIGKILL

@@ -278,3 +278,18 @@ impl Rng {
         lo + self.next() % (hi - lo)
     }
 }
+
+/// The ids (first CSV field) of every visible output line under `dir`, with how often each
+/// appears: the crash tests' measure of "every id exactly once".
+pub fn output_ids(dir: &Path) -> std::collections::BTreeMap<u64, usize> {
+    let mut ids = std::collections::BTreeMap::new();
+    for line in visible_lines(dir) {
+        let id: u64 = line
+            .split(',')
+            .next()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("bad output line {line:?}"));
+        *ids.entry(id).or_insert(0) += 1;
+    }
+    ids
+}
