@@ -47,6 +47,39 @@ pub use source::{
     check_source_replay, check_source_restore, read_all, SourceDriver, SourceSnapshot,
 };
 
+/// `batches` insert batches of table `t` (`id bigint, name string`, both nullable) with
+/// ids counting up from 0, `rows` a batch, and names `"{prefix} {id}"`: the input that
+/// sinks' protocol tests write.
+pub fn id_name_batches(
+    batches: i64,
+    rows: i64,
+    prefix: &str,
+) -> (ferry_api::TableSchema, Vec<ChangeBatch>) {
+    use arrow::array::{Int64Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, true),
+    ]));
+    let out = (0..batches)
+        .map(|b| {
+            let ids: Vec<i64> = (b * rows..(b + 1) * rows).collect();
+            let names: Vec<String> = ids.iter().map(|i| format!("{prefix} {i}")).collect();
+            let data = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from(ids)),
+                    Arc::new(StringArray::from(names)),
+                ],
+            )
+            .expect("two columns of equal length match the schema");
+            ChangeBatch::inserts("t".into(), data)
+        })
+        .collect();
+    (ferry_api::TableSchema::new("t", schema), out)
+}
+
 /// A job context for tests: the given mode, job id `testkit`.
 pub fn job(mode: JobMode) -> JobContext {
     JobContext {

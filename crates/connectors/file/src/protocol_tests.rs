@@ -5,8 +5,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
 use ferry_api::{
     ChangeBatch, JobMode, Options, Result, Sink, SinkDelivery, SinkFactory, SourceFactory,
     TableSchema,
@@ -68,26 +66,7 @@ fn source_restored_anywhere_reads_every_line_once() {
 }
 
 fn input() -> (TableSchema, Vec<ChangeBatch>) {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, true),
-        Field::new("name", DataType::Utf8, true),
-    ]));
-    let batches = (0..8)
-        .map(|b| {
-            let ids: Vec<i64> = (b * 1000..(b + 1) * 1000).collect();
-            let names: Vec<String> = ids.iter().map(|i| format!("name {i}")).collect();
-            let data = RecordBatch::try_new(
-                schema.clone(),
-                vec![
-                    Arc::new(Int64Array::from(ids)),
-                    Arc::new(StringArray::from(names)),
-                ],
-            )
-            .unwrap();
-            ChangeBatch::inserts("t".into(), data)
-        })
-        .collect();
-    (TableSchema::new("t", schema), batches)
+    ferry_connector_testkit::id_name_batches(8, 1000, "name")
 }
 
 fn sink(dir: &Path, table: &TableSchema, extra: Value) -> Result<Arc<dyn Sink>> {

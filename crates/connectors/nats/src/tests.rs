@@ -4,8 +4,7 @@
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use arrow::array::{Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::Int64Array;
 use ferry_api::{
     ChangeBatch, JobMode, Options, Result, Sink, SinkDelivery, SinkFactory, Source, SourceFactory,
     TableSchema,
@@ -191,26 +190,7 @@ fn the_consumer_is_acknowledged_only_up_to_completed_checkpoints() {
 }
 
 fn input() -> (TableSchema, Vec<ChangeBatch>) {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int64, true),
-        Field::new("name", DataType::Utf8, true),
-    ]));
-    let batches = (0..8)
-        .map(|b| {
-            let ids: Vec<i64> = (b * 25..(b + 1) * 25).collect();
-            let names: Vec<String> = ids.iter().map(|i| format!("row {i}")).collect();
-            let data = RecordBatch::try_new(
-                schema.clone(),
-                vec![
-                    Arc::new(Int64Array::from(ids)),
-                    Arc::new(StringArray::from(names)),
-                ],
-            )
-            .unwrap();
-            ChangeBatch::inserts("t".into(), data)
-        })
-        .collect();
-    (TableSchema::new("t", schema), batches)
+    ferry_connector_testkit::id_name_batches(8, 25, "row")
 }
 
 #[test]

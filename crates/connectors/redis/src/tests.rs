@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType as ArrowType, Field, Schema};
+use arrow::datatypes::DataType as ArrowType;
 use ferry_api::{
     ChangeBatch, JobMode, Options, Result, Sink, SinkDelivery, SinkFactory, Source, SourceFactory,
     TableSchema,
@@ -229,26 +229,7 @@ fn a_password_reaches_the_server_and_never_an_error() {
 }
 
 fn input() -> (TableSchema, Vec<ChangeBatch>) {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("id", ArrowType::Int64, true),
-        Field::new("name", ArrowType::Utf8, true),
-    ]));
-    let batches = (0..8)
-        .map(|b| {
-            let ids: Vec<i64> = (b * 25..(b + 1) * 25).collect();
-            let names: Vec<String> = ids.iter().map(|i| format!("row {i}")).collect();
-            let data = RecordBatch::try_new(
-                schema.clone(),
-                vec![
-                    Arc::new(Int64Array::from(ids)),
-                    Arc::new(StringArray::from(names)),
-                ],
-            )
-            .unwrap();
-            ChangeBatch::inserts("t".into(), data)
-        })
-        .collect();
-    (TableSchema::new("t", schema), batches)
+    ferry_connector_testkit::id_name_batches(8, 25, "row")
 }
 
 fn sink(table: &TableSchema, extra: Value) -> Result<Arc<dyn Sink>> {
