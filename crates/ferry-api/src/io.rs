@@ -89,7 +89,9 @@ impl Readiness {
 /// The sending half of a [`Fetcher`], owned by the fetch task.
 #[derive(Debug)]
 pub struct FetchSender<T> {
-    tx: mpsc::Sender<Result<T>>,
+    /// Always `Some` until the sender is dropped; taken in `drop` so that the queue is
+    /// closed before the final wake-up is raised.
+    tx: Option<mpsc::Sender<Result<T>>>,
     readiness: Readiness,
 }
 
@@ -97,7 +99,10 @@ impl<T> FetchSender<T> {
     /// Queues `item` for the reader, waiting (asynchronously) while the queue is full.
     /// Returns `false` when the reader is gone and the task should end.
     pub async fn send(&self, item: Result<T>) -> bool {
-        let sent = self.tx.send(item).await.is_ok();
+        let sent = match &self.tx {
+            Some(tx) => tx.send(item).await.is_ok(),
+            None => false,
+        };
         self.readiness.notify();
         sent
     }
@@ -105,7 +110,10 @@ impl<T> FetchSender<T> {
 
 impl<T> Drop for FetchSender<T> {
     fn drop(&mut self) {
-        // The reader learns that the task ended (its queue closes) without waiting for a timer.
+        // The reader learns that the task ended (its queue closes) without waiting for a
+        // timer. Close the queue first: a wake-up raised while it is still open could be
+        // taken by a reader that then finds it empty but not closed, and sleeps for good.
+        drop(self.tx.take());
         self.readiness.notify();
     }
 }
@@ -143,7 +151,7 @@ impl<T: Send + 'static> Fetcher<T> {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let readiness = readiness.clone();
         let sender = FetchSender {
-            tx,
+            tx: Some(tx),
             readiness: readiness.clone(),
         };
         let task = runtime()?.spawn(fetch(sender));
@@ -203,6 +211,30 @@ mod tests {
         }
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
         assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn the_reader_never_sleeps_through_the_end_of_the_task() {
+        // The end of a task must wake a reader that has just found the queue empty: the
+        // wake-up used to be raised before the queue closed, and a reader could take it,
+        // see "empty, not closed" and then wait for a wake-up that never came.
+        for _ in 0..300 {
+            let ready = Readiness::new();
+            let mut f = Fetcher::spawn(1, &ready, |tx| async move {
+                tx.send(Ok(1u8)).await;
+            })
+            .unwrap();
+            loop {
+                match f.try_next().unwrap() {
+                    Fetched::Item(_) => {}
+                    Fetched::Empty => ready
+                        .receiver()
+                        .recv_timeout(Duration::from_secs(5))
+                        .expect("woken when the task ended"),
+                    Fetched::Closed => break,
+                }
+            }
+        }
     }
 
     #[test]
