@@ -118,8 +118,13 @@ impl Layout {
 
     /// The fields of `b`, or `None` when the token parser must look at it.
     fn parse(&self, b: &[u8]) -> Option<Parsed> {
+        self.fields(b).map(|f| f.into_parsed())
+    }
+
+    /// The numeric fields of `b` as plain integers (the hot path of a column parse).
+    fn fields(&self, b: &[u8]) -> Option<Fields> {
         let mut pos = 0;
-        let mut p = Parsed::default();
+        let mut f = Fields::default();
         for step in &self.steps {
             match step {
                 Step::Lit(l) => {
@@ -147,13 +152,144 @@ impl Layout {
                     for d in &b[pos..pos + w] {
                         v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
                     }
-                    set_numeric(*c, *n, w, v, &mut p).ok()?;
+                    f.set(*c, *n, w, v)?;
                     pos += w;
                 }
             }
         }
-        (pos == b.len()).then_some(p)
+        (pos == b.len()).then_some(f)
     }
+}
+
+/// The numeric fields the layout reads, without `Option`s: `has` says which were read.
+#[derive(Debug, Default, Clone, Copy)]
+struct Fields {
+    has: u8,
+    year: i64,
+    month: i64,
+    day: i64,
+    hour: i64,
+    minute: i64,
+    second: i64,
+    nano: i64,
+}
+
+const HAS_YEAR: u8 = 1;
+const HAS_MONTH: u8 = 2;
+const HAS_DAY: u8 = 4;
+const HAS_HOUR: u8 = 8;
+const HAS_MINUTE: u8 = 16;
+const HAS_SECOND: u8 = 32;
+const HAS_NANO: u8 = 64;
+const HAS_DATE: u8 = HAS_YEAR | HAS_MONTH | HAS_DAY;
+
+impl Fields {
+    /// [`set_numeric`] for the letters a layout holds: the same ranges, `None` outside them.
+    #[inline]
+    fn set(&mut self, c: char, n: usize, width: usize, v: i64) -> Option<()> {
+        let range = |lo: i64, hi: i64| (lo..=hi).contains(&v).then_some(v);
+        match c {
+            'y' | 'u' | 'Y' => {
+                self.year = if n == 2 { 2000 + v } else { v };
+                self.has |= HAS_YEAR;
+            }
+            'M' | 'L' => {
+                self.month = range(1, 12)?;
+                self.has |= HAS_MONTH;
+            }
+            'd' => {
+                self.day = range(1, 31)?;
+                self.has |= HAS_DAY;
+            }
+            'H' => {
+                self.hour = range(0, 24)?;
+                self.has |= HAS_HOUR;
+            }
+            'k' => {
+                self.hour = range(1, 24)? % 24;
+                self.has |= HAS_HOUR;
+            }
+            'm' => {
+                self.minute = range(0, 59)?;
+                self.has |= HAS_MINUTE;
+            }
+            's' => {
+                self.second = range(0, 59)?;
+                self.has |= HAS_SECOND;
+            }
+            'S' => {
+                let scale = 10i64.pow(9u32.saturating_sub(width as u32));
+                self.nano = if width <= 9 { v * scale } else { v };
+                self.has |= HAS_NANO;
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    fn into_parsed(self) -> Parsed {
+        let get = |bit: u8, v: i64| (self.has & bit != 0).then_some(v);
+        Parsed {
+            year: get(HAS_YEAR, self.year),
+            month: get(HAS_MONTH, self.month),
+            day: get(HAS_DAY, self.day),
+            hour: get(HAS_HOUR, self.hour),
+            minute: get(HAS_MINUTE, self.minute),
+            second: get(HAS_SECOND, self.second),
+            nano: get(HAS_NANO, self.nano),
+            ..Parsed::default()
+        }
+    }
+
+    /// Days since 1970-01-01 of a complete, valid date in years 1-9999; `None` for what
+    /// needs SMART's resolving (a day past the month's end) or is missing.
+    #[inline]
+    fn epoch_days(&self) -> Option<i64> {
+        if self.has & HAS_DATE != HAS_DATE
+            || !(1..=9999).contains(&self.year)
+            || self.day > days_in_month(self.year, self.month)
+        {
+            return None;
+        }
+        Some(days_from_civil(self.year, self.month, self.day))
+    }
+
+    /// Microseconds since midnight; `None` without an hour, at 24:00 (the next day) or
+    /// with a fraction finer than microseconds' range.
+    #[inline]
+    fn day_micros(&self) -> Option<i64> {
+        if self.has & HAS_HOUR == 0 || self.hour == 24 || !(0..1_000_000_000).contains(&self.nano)
+        {
+            return None;
+        }
+        Some(
+            ((self.hour * 60 + self.minute) * 60 + self.second) * 1_000_000 + self.nano / 1000,
+        )
+    }
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if is_leap(y) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 fn short(s: &str) -> &str {
@@ -276,6 +412,24 @@ impl JavaPattern {
             return Ok(p);
         }
         self.parse_tokens(text)
+    }
+
+    /// Microseconds since the epoch of local date-time `text`, computed straight from its
+    /// bytes, when the fast path reads it completely and it needs none of SMART's
+    /// adjustments; `None` means "ask [`parse`](Self::parse)", which then decides (the
+    /// column parsers' hot path: no `Option` fields, no chrono).
+    #[inline]
+    pub fn fast_datetime_micros(&self, text: &[u8]) -> Option<i64> {
+        let f = self.layout.as_ref()?.fields(text)?;
+        Some(f.epoch_days()? * 86_400_000_000 + f.day_micros()?)
+    }
+
+    /// Days since the epoch of date `text`, as [`fast_datetime_micros`](Self::fast_datetime_micros)
+    /// for dates.
+    #[inline]
+    pub fn fast_date_days(&self, text: &[u8]) -> Option<i32> {
+        let f = self.layout.as_ref()?.fields(text)?;
+        i32::try_from(f.epoch_days()?).ok()
     }
 
     /// [`parse`](Self::parse) without the fast path: the reference it must agree with.
@@ -909,6 +1063,31 @@ mod tests {
     /// The fast path gives what the token parser gives (value or error) for valid texts,
     /// edge values and every one-character corruption of them.
     #[test]
+    fn the_integer_fast_path_reads_every_day_of_four_centuries_as_chrono_does() {
+        let p = JavaPattern::compile("yyyy-MM-dd'T'HH:mm:ss.SSS").unwrap();
+        let dp = JavaPattern::compile("yyyyMMdd").unwrap();
+        let mut d = NaiveDate::from_ymd_opt(1799, 1, 1).unwrap();
+        let end = NaiveDate::from_ymd_opt(2201, 1, 1).unwrap();
+        let t = NaiveTime::from_hms_milli_opt(23, 59, 58, 987).unwrap();
+        let mut n = 0;
+        while d < end {
+            let text = d.and_time(t).format("%Y-%m-%dT%H:%M:%S%.3f").to_string();
+            let want = d.and_time(t).and_utc().timestamp_micros();
+            assert_eq!(p.fast_datetime_micros(text.as_bytes()), Some(want), "{text}");
+            let text = d.format("%Y%m%d").to_string();
+            let days = d.num_days_from_ce() - 719_163;
+            assert_eq!(dp.fast_date_days(text.as_bytes()), Some(days), "{text}");
+            d = d.succ_opt().unwrap();
+            n += 1;
+        }
+        assert!(n > 146_000);
+        // SMART's adjustments and partial values are left to the full parser.
+        for text in ["2021-02-29T00:00:00.000", "2021-01-01T24:00:00.000", "2021-01-01"] {
+            assert_eq!(p.fast_datetime_micros(text.as_bytes()), None, "{text}");
+        }
+    }
+
+    #[test]
     fn fast_path_agrees_with_the_token_parser() {
         let d = NaiveDate::from_ymd_opt(2024, 2, 29);
         let t = NaiveTime::from_hms_micro_opt(8, 5, 9, 123_456);
@@ -965,6 +1144,17 @@ mod tests {
                 let fast = resolved(&p, p.parse(s));
                 let slow = resolved(&p, p.parse_tokens(s));
                 assert_eq!(fast, slow, "pattern '{pat}', text '{s}'");
+                // The column parsers' integer fast path: where it answers, it answers
+                // what the token parser resolves to.
+                let tokens = p.parse_tokens(s);
+                if let Some(us) = p.fast_datetime_micros(s.as_bytes()) {
+                    let dt = tokens.as_ref().unwrap().datetime().unwrap();
+                    assert_eq!(us, dt.and_utc().timestamp_micros(), "'{pat}', '{s}'");
+                }
+                if let Some(days) = p.fast_date_days(s.as_bytes()) {
+                    let d = tokens.as_ref().unwrap().date().unwrap();
+                    assert_eq!(days, d.num_days_from_ce() - 719_163, "'{pat}', '{s}'");
+                }
                 checked += 1;
             }
         }
