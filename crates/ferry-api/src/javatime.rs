@@ -258,13 +258,10 @@ impl Fields {
     /// with a fraction finer than microseconds' range.
     #[inline]
     fn day_micros(&self) -> Option<i64> {
-        if self.has & HAS_HOUR == 0 || self.hour == 24 || !(0..1_000_000_000).contains(&self.nano)
-        {
+        if self.has & HAS_HOUR == 0 || self.hour == 24 || !(0..1_000_000_000).contains(&self.nano) {
             return None;
         }
-        Some(
-            ((self.hour * 60 + self.minute) * 60 + self.second) * 1_000_000 + self.nano / 1000,
-        )
+        Some(((self.hour * 60 + self.minute) * 60 + self.second) * 1_000_000 + self.nano / 1000)
     }
 }
 
@@ -1073,7 +1070,11 @@ mod tests {
         while d < end {
             let text = d.and_time(t).format("%Y-%m-%dT%H:%M:%S%.3f").to_string();
             let want = d.and_time(t).and_utc().timestamp_micros();
-            assert_eq!(p.fast_datetime_micros(text.as_bytes()), Some(want), "{text}");
+            assert_eq!(
+                p.fast_datetime_micros(text.as_bytes()),
+                Some(want),
+                "{text}"
+            );
             let text = d.format("%Y%m%d").to_string();
             let days = d.num_days_from_ce() - 719_163;
             assert_eq!(dp.fast_date_days(text.as_bytes()), Some(days), "{text}");
@@ -1082,7 +1083,11 @@ mod tests {
         }
         assert!(n > 146_000);
         // SMART's adjustments and partial values are left to the full parser.
-        for text in ["2021-02-29T00:00:00.000", "2021-01-01T24:00:00.000", "2021-01-01"] {
+        for text in [
+            "2021-02-29T00:00:00.000",
+            "2021-01-01T24:00:00.000",
+            "2021-01-01",
+        ] {
             assert_eq!(p.fast_datetime_micros(text.as_bytes()), None, "{text}");
         }
     }

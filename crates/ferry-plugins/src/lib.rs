@@ -28,6 +28,7 @@ pub fn builtin() -> Registry {
         .sink(ferry_connector_mqtt::MqttSinkFactory)
         .source(ferry_connector_kafka::KafkaSourceFactory)
         .sink(ferry_connector_kafka::KafkaSinkFactory)
+        .source(ferry_connector_postgres_cdc::PostgresCdcSourceFactory)
         .transform(ferry_transforms::CopyTransformFactory)
         .transform(ferry_transforms::FilterTransformFactory)
         .transform(ferry_transforms::FieldMapperTransformFactory)

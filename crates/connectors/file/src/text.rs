@@ -140,16 +140,20 @@ impl TimeFormats {
         // the bytes into the values buffer; a value it does not settle takes `Col`'s way.
         match (dt, &self.datetime, &self.date) {
             (DataType::Timestamp(TimeUnit::Microsecond, tz), Some(TimeFormat::Java(j)), _) => {
-                let values = self.parse_fast(text, |b| j.fast_datetime_micros(b), |s| {
-                    self.parse_datetime(s).ok_or_else(|| bad(s, "timestamp"))
-                })?;
+                let values = self.parse_fast(
+                    text,
+                    |b| j.fast_datetime_micros(b),
+                    |s| self.parse_datetime(s).ok_or_else(|| bad(s, "timestamp")),
+                )?;
                 let a = TimestampMicrosecondArray::new(values.0.into(), values.1);
                 return Ok(Arc::new(a.with_timezone_opt(tz.clone())));
             }
             (DataType::Date32, _, Some(TimeFormat::Java(j))) => {
-                let values = self.parse_fast(text, |b| j.fast_date_days(b), |s| {
-                    self.parse_date(s).ok_or_else(|| bad(s, "date"))
-                })?;
+                let values = self.parse_fast(
+                    text,
+                    |b| j.fast_date_days(b),
+                    |s| self.parse_date(s).ok_or_else(|| bad(s, "date")),
+                )?;
                 return Ok(Arc::new(Date32Array::new(values.0.into(), values.1)));
             }
             _ => {}

@@ -95,20 +95,8 @@ impl ConnInfo {
     /// `connection_check_timeout_sec`.
     pub fn from_options(o: &mut Options) -> Result<ConnInfo> {
         let url = o.required_string("url")?;
-        let (dialect, rest) = if let Some(r) = url.strip_prefix("jdbc:postgresql://") {
-            (Dialect::Postgres, r)
-        } else if let Some(r) = url
-            .strip_prefix("jdbc:mysql://")
-            .or_else(|| url.strip_prefix("jdbc:mariadb://"))
-        {
-            (Dialect::MySql, r)
-        } else {
-            return Err(o.location().error_with_hint(
-                "url",
-                "is not a URL of a supported database",
-                "supported: jdbc:postgresql://host:port/db, jdbc:mysql://host:port/db, jdbc:mariadb://host:port/db",
-            ));
-        };
+        let parts = parse_url(&url).map_err(|m| o.location().error("url", m))?;
+        let dialect = parts.dialect;
         if let Some(driver) = o.string("driver")? {
             let supported = || {
                 DRIVERS
@@ -134,33 +122,13 @@ impl ConnInfo {
                 Some(_) => {}
             }
         }
-        let (authority, path_query) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i + 1..]),
-            None => match rest.find('?') {
-                Some(i) => (&rest[..i], &rest[i..]),
-                None => (rest, ""),
-            },
-        };
-        let (db, query) = match path_query.find('?') {
-            Some(i) => (&path_query[..i], &path_query[i + 1..]),
-            None => (path_query, ""),
-        };
-        // Several hosts (failover lists) are allowed in JDBC URLs; Ferry connects to the first.
-        let first = authority.split(',').next().unwrap_or("");
-        let first = first.rsplit('@').next().unwrap_or(first);
-        let default_port = match dialect {
-            Dialect::Postgres => 5432,
-            Dialect::MySql => 3306,
-        };
-        let (host, port) = split_host_port(first, default_port).ok_or_else(|| {
-            o.location()
-                .error("url", format!("invalid host:port '{first}'"))
-        })?;
-        let mut properties = BTreeMap::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            properties.insert(k.to_string(), v.to_string());
-        }
+        let UrlParts {
+            host,
+            port,
+            database: db,
+            mut properties,
+            ..
+        } = parts;
         if let Some(extra) = o.object("properties")? {
             for (k, v) in extra {
                 let v = match v {
@@ -191,15 +159,77 @@ impl ConnInfo {
         let timeout = o.u64("connection_check_timeout_sec")?.unwrap_or(30).max(1);
         Ok(ConnInfo {
             dialect,
-            host: host.to_string(),
+            host,
             port,
-            database: db.to_string(),
+            database: db,
             user,
             password,
             properties,
             connect_timeout: Duration::from_secs(timeout),
         })
     }
+}
+
+/// What a JDBC URL names.
+#[derive(Debug, Clone)]
+pub struct UrlParts {
+    /// The database kind.
+    pub dialect: Dialect,
+    /// The first host.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The database (may be empty).
+    pub database: String,
+    /// URL properties after `?`.
+    pub properties: BTreeMap<String, String>,
+}
+
+/// Reads `jdbc:postgresql://h:p/db?k=v`, `jdbc:mysql://…` or `jdbc:mariadb://…`; the error
+/// says what is wrong.
+pub fn parse_url(url: &str) -> std::result::Result<UrlParts, String> {
+    let (dialect, rest) = if let Some(r) = url.strip_prefix("jdbc:postgresql://") {
+        (Dialect::Postgres, r)
+    } else if let Some(r) = url
+        .strip_prefix("jdbc:mysql://")
+        .or_else(|| url.strip_prefix("jdbc:mariadb://"))
+    {
+        (Dialect::MySql, r)
+    } else {
+        return Err("is not a URL of a supported database (jdbc:postgresql://host:port/db, jdbc:mysql://host:port/db, jdbc:mariadb://host:port/db)".into());
+    };
+    let (authority, path_query) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => match rest.find('?') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        },
+    };
+    let (db, query) = match path_query.find('?') {
+        Some(i) => (&path_query[..i], &path_query[i + 1..]),
+        None => (path_query, ""),
+    };
+    // Several hosts (failover lists) are allowed in JDBC URLs; Ferry connects to the first.
+    let first = authority.split(',').next().unwrap_or("");
+    let first = first.rsplit('@').next().unwrap_or(first);
+    let default_port = match dialect {
+        Dialect::Postgres => 5432,
+        Dialect::MySql => 3306,
+    };
+    let (host, port) = split_host_port(first, default_port)
+        .ok_or_else(|| format!("invalid host:port '{first}'"))?;
+    let mut properties = BTreeMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        properties.insert(k.to_string(), v.to_string());
+    }
+    Ok(UrlParts {
+        dialect,
+        host: host.to_string(),
+        port,
+        database: db.to_string(),
+        properties,
+    })
 }
 
 fn split_host_port(s: &str, default: u16) -> Option<(&str, u16)> {

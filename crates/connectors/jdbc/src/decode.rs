@@ -167,8 +167,9 @@ impl Builders {
         }
     }
 
-    /// Appends one PostgreSQL binary field of column `i` (`None` is NULL).
-    fn append_pg(&mut self, i: usize, v: Option<&[u8]>) -> Result<()> {
+    /// Appends one PostgreSQL binary field of column `i` (`None` is NULL): a binary COPY
+    /// field, or a column of a `pgoutput` tuple in binary mode (the same send format).
+    pub fn append_pg(&mut self, i: usize, v: Option<&[u8]>) -> Result<()> {
         let Some(v) = v else {
             self.append_null(i);
             return Ok(());

@@ -388,6 +388,58 @@ impl JdbcSource {
     }
 }
 
+/// A table as [`describe_table`] found it.
+#[derive(Debug, Clone)]
+pub struct DescribedTable {
+    /// Its routing name (the path as given), Arrow schema and catalog information.
+    pub schema: TableSchema,
+    /// Its columns, in the table's order, with how each is decoded.
+    pub columns: Vec<ColumnDef>,
+    /// The columns that identify a row: the primary key, else a unique key; empty when
+    /// the table has neither.
+    pub key: Vec<String>,
+}
+
+/// Looks up table `path` (`db.schema.table`, `schema.table` or `table`) in the catalog of
+/// the database `conn` names, as the `Jdbc` source does for `table_path`.
+pub async fn describe_table(conn: &ConnInfo, path: &str) -> Result<DescribedTable> {
+    let source = JdbcSource {
+        conn: Arc::new(conn.clone()),
+        specs: Vec::new(),
+        tables: Vec::new(),
+        fetch_size: 0,
+        mode: JobMode::Streaming,
+    };
+    let spec = TableSpec {
+        table_path: Some(path.to_string()),
+        query: None,
+        where_condition: None,
+        partition_column: None,
+        partition_num: None,
+        lower: None,
+        upper: None,
+        split_size: 8096,
+        factor_upper: 100.0,
+        factor_lower: 0.05,
+    };
+    let r = source.describe(&spec).await?;
+    let catalog = &r.schema.catalog;
+    let key = match &catalog.primary_key {
+        Some(pk) => pk.columns.clone(),
+        None => catalog
+            .constraint_keys
+            .iter()
+            .find(|k| k.kind == ferry_api::ConstraintType::Unique)
+            .map(|k| k.columns.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default(),
+    };
+    Ok(DescribedTable {
+        schema: r.schema,
+        columns: r.columns,
+        key,
+    })
+}
+
 impl Source for JdbcSource {
     fn resolve(&mut self, ctx: &ResolveContext) -> Result<()> {
         let what = format!("reading the tables' columns from {}", self.conn.address());

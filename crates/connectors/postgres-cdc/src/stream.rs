@@ -1,0 +1,1128 @@
+//! The reader's fetch task: the slot's change stream, with the snapshot read chunk by chunk
+//! in watermark windows on a second connection (DBLog's algorithm on one slot).
+//!
+//! # Positions
+//! A [`Position`] is the reader's checkpointed state. `lsn` is where the change stream
+//! resumes: every transaction whose commit record lies before it has been returned in full
+//! (the server skips those when streaming restarts there). `skip` counts the changes of the
+//! next transaction already returned (a big transaction is returned in several batches, so
+//! a checkpoint may fall inside it; after a restart the server sends it again from its
+//! start and the first `skip` changes are dropped). Every item the task hands over carries
+//! the position after it, so the reader's snapshot covers exactly the rows it returned.
+//!
+//! # Snapshot windows
+//! For each chunk (`snapshot.split.size` rows of a table in key order, after the last key
+//! of the previous chunk) the task writes a low watermark into the WAL
+//! (`pg_logical_emit_message`, non-transactional), selects the chunk, and writes a high
+//! watermark. Changes keep streaming as they come; between the two watermarks it notes the
+//! keys the changes touch. At the high watermark it returns the chunk's rows except those
+//! keys, whose newer state the stream has already returned. A crash re-reads at most the
+//! chunk in flight: a chunk is returned as one batch, and the position after it records
+//! its last key.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, UInt8Array};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, SortField};
+use ferry_api::io::FetchSender;
+use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema};
+use ferry_connector_jdbc::pg::{
+    connect_pg, literal, pg_error_text, Builders, ColumnDef, ConnInfo, CopyDecoder, Dialect,
+};
+use futures_util::StreamExt;
+use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, ReplicationEvent, TlsConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::pgoutput::{self, Change, Datum, Message, Relation};
+use crate::COMPONENT;
+
+/// The prefix of the watermark messages this connector writes into the WAL.
+const WATERMARK_PREFIX: &str = "ferry-cdc";
+
+/// How often, at most, a position moved by transactions of other tables (or keepalives)
+/// is handed to the reader, so that the slot advances while the captured tables are idle.
+const MOVED_EVERY: Duration = Duration::from_secs(1);
+
+/// How a column's binary value from `pgoutput` differs from what the Jdbc decoders expect
+/// (they read the casts the snapshot's `SELECT` applies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conv {
+    /// The same binary form.
+    Same,
+    /// `uuid`: 16 bytes, written as text.
+    Uuid,
+    /// `inet`/`cidr`: written as the type's text (an inet host without `/32`).
+    Inet {
+        /// `cidr` always shows its mask.
+        cidr: bool,
+    },
+    /// `macaddr`: 6 bytes, written as text.
+    Macaddr,
+    /// `oid`: 4 bytes, read as `int8`.
+    Oid,
+    /// `timetz`: the time of day before the zone.
+    TimeTz,
+}
+
+/// One captured table.
+#[derive(Debug, Clone)]
+pub struct CdcTable {
+    /// Routing name (the `table-names` entry), Arrow schema and catalog.
+    pub schema: TableSchema,
+    /// Columns in table order, as the Jdbc decoders read them.
+    pub columns: Vec<ColumnDef>,
+    /// Per column, how the change stream's value is converted first.
+    pub convs: Vec<Conv>,
+    /// Key columns (primary key, `table-names-config`, or a unique key); empty if none.
+    pub key: Vec<String>,
+    /// The PostgreSQL schema and table.
+    pub pg_schema: String,
+    /// The table name.
+    pub pg_table: String,
+}
+
+impl CdcTable {
+    fn quoted(&self) -> String {
+        Dialect::Postgres.quote_path(&[&self.pg_schema, &self.pg_table])
+    }
+
+    fn key_indexes(&self) -> Vec<usize> {
+        self.key
+            .iter()
+            .filter_map(|k| self.columns.iter().position(|c| &c.name == k))
+            .collect()
+    }
+
+    /// Whether chunks can be cut by key: every key column's text is a literal the
+    /// server reads back exactly.
+    fn chunkable(&self) -> bool {
+        !self.key.is_empty()
+            && self.key_indexes().iter().all(|i| {
+                !matches!(
+                    self.columns[*i].data_type,
+                    DataType::Binary | DataType::List(_) | DataType::Boolean
+                )
+            })
+    }
+}
+
+/// What the fetch task needs.
+#[derive(Debug)]
+pub struct Settings {
+    /// The database.
+    pub conn: ConnInfo,
+    /// Replication slot name.
+    pub slot: String,
+    /// Publication name.
+    pub publication: String,
+    /// Rows per snapshot chunk.
+    pub split_size: usize,
+    /// Rows per batch of changes.
+    pub fetch_size: usize,
+    /// The captured tables.
+    pub tables: Vec<CdcTable>,
+    /// Read the tables' current rows first (`startup.mode = initial`).
+    pub snapshot_on_start: bool,
+}
+
+/// The snapshot of one table under way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkProgress {
+    /// The table (routing name).
+    pub table: String,
+    /// The last key of the last chunk returned, as text (one per key column).
+    pub after: Vec<String>,
+}
+
+/// The reader's position (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// Where the change stream resumes.
+    pub lsn: u64,
+    /// Changes of the transaction after `lsn` already returned.
+    pub skip: u64,
+    /// Tables whose snapshot is complete.
+    pub snapshotted: Vec<String>,
+    /// The table whose snapshot is under way.
+    pub chunk: Option<ChunkProgress>,
+}
+
+/// What the task hands to the reader.
+#[derive(Debug)]
+pub enum Item {
+    /// Rows, and the position after them.
+    Rows(ChangeBatch, Position),
+    /// The position moved without rows for the reader.
+    Moved(Position),
+}
+
+/// Writes an LSN as PostgreSQL does (`16/B374D848`).
+pub fn lsn_text(lsn: u64) -> String {
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xffff_ffff)
+}
+
+fn parse_lsn(s: &str) -> Result<u64> {
+    Lsn::parse(s)
+        .map(|l| l.0)
+        .map_err(|e| FerryError::external(COMPONENT, format!("bad LSN '{s}': {e}")))
+}
+
+fn pg(e: tokio_postgres::Error) -> FerryError {
+    FerryError::external(COMPONENT, pg_error_text(&e))
+}
+
+/// Runs until the reader is gone or an error ends it (the error is handed over).
+pub async fn run(
+    s: Arc<Settings>,
+    start: Option<Position>,
+    ack: Arc<AtomicU64>,
+    tx: FetchSender<Item>,
+) {
+    if let Err(e) = run_inner(s, start, ack, &tx).await {
+        let _ = tx.send(Err(e)).await;
+    }
+}
+
+/// The replication slot as `pg_replication_slots` shows it.
+struct SlotInfo {
+    confirmed_flush: u64,
+    plugin: String,
+    wal_status: Option<String>,
+}
+
+async fn slot_info(sql: &tokio_postgres::Client, slot: &str) -> Result<Option<SlotInfo>> {
+    let rows = sql
+        .query(
+            "SELECT confirmed_flush_lsn::text, plugin::text, wal_status::text \
+             FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()",
+            &[&slot],
+        )
+        .await
+        .map_err(pg)?;
+    let Some(r) = rows.first() else {
+        return Ok(None);
+    };
+    let confirmed: Option<String> = r.get(0);
+    Ok(Some(SlotInfo {
+        confirmed_flush: match confirmed {
+            Some(c) => parse_lsn(&c)?,
+            None => 0,
+        },
+        plugin: r.get::<_, Option<String>>(1).unwrap_or_default(),
+        wal_status: r.get(2),
+    }))
+}
+
+/// Creates the publication when missing and adds captured tables it lacks.
+async fn ensure_publication(sql: &tokio_postgres::Client, s: &Settings) -> Result<()> {
+    let exists = !sql
+        .query(
+            "SELECT 1 FROM pg_publication WHERE pubname = $1",
+            &[&s.publication],
+        )
+        .await
+        .map_err(pg)?
+        .is_empty();
+    let tables: Vec<String> = s.tables.iter().map(CdcTable::quoted).collect();
+    if !exists {
+        let stmt = format!(
+            "CREATE PUBLICATION {} FOR TABLE {}",
+            Dialect::Postgres.quote(&s.publication),
+            tables.join(", ")
+        );
+        sql.batch_execute(&stmt).await.map_err(|e| {
+            FerryError::external(COMPONENT, format!("{}: {stmt}", pg_error_text(&e)))
+        })?;
+        tracing::info!("{COMPONENT}: created publication {}", s.publication);
+        return Ok(());
+    }
+    let rows = sql
+        .query(
+            "SELECT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = $1",
+            &[&s.publication],
+        )
+        .await
+        .map_err(pg)?;
+    let have: HashSet<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let missing: Vec<String> = s
+        .tables
+        .iter()
+        .filter(|t| !have.contains(&(t.pg_schema.clone(), t.pg_table.clone())))
+        .map(CdcTable::quoted)
+        .collect();
+    if !missing.is_empty() {
+        let stmt = format!(
+            "ALTER PUBLICATION {} ADD TABLE {}",
+            Dialect::Postgres.quote(&s.publication),
+            missing.join(", ")
+        );
+        sql.batch_execute(&stmt).await.map_err(|e| {
+            FerryError::external(COMPONENT, format!("{}: {stmt}", pg_error_text(&e)))
+        })?;
+        tracing::info!(
+            "{COMPONENT}: added {} to publication {}",
+            missing.join(", "),
+            s.publication
+        );
+    }
+    Ok(())
+}
+
+/// Where a relation's tuple columns go.
+struct RelMap {
+    /// The table's index, `None` for a table this source does not capture.
+    table: Option<usize>,
+    /// For each of our columns, the tuple position holding it.
+    from: Vec<usize>,
+}
+
+fn map_relation(s: &Settings, r: &Relation) -> Result<RelMap> {
+    let Some(t) = s
+        .tables
+        .iter()
+        .position(|t| t.pg_schema == r.namespace && t.pg_table == r.name)
+    else {
+        return Ok(RelMap {
+            table: None,
+            from: Vec::new(),
+        });
+    };
+    let table = &s.tables[t];
+    let names: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
+    for n in &names {
+        if !table.columns.iter().any(|c| c.name == *n) {
+            return Err(FerryError::external(
+                COMPONENT,
+                format!(
+                    "table {}.{} has a column '{n}' it did not have when the job started \
+                     (ALTER TABLE … ADD COLUMN): Postgres-CDC does not follow schema changes yet, \
+                     so the job stops rather than drop that column's values",
+                    r.namespace, r.name
+                ),
+            ));
+        }
+    }
+    let mut from = Vec::with_capacity(table.columns.len());
+    for c in &table.columns {
+        match names.iter().position(|n| *n == c.name) {
+            Some(i) => from.push(i),
+            None => {
+                return Err(FerryError::external(
+                    COMPONENT,
+                    format!(
+                        "table {}.{} no longer has column '{}' (dropped or renamed after the job \
+                         started): Postgres-CDC does not follow schema changes yet",
+                        r.namespace, r.name, c.name
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(RelMap {
+        table: Some(t),
+        from,
+    })
+}
+
+fn hex(out: &mut String, b: &[u8]) {
+    for x in b {
+        out.push_str(&format!("{x:02x}"));
+    }
+}
+
+/// The value as the Jdbc decoders expect it.
+fn convert(conv: Conv, v: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>> {
+    use std::borrow::Cow;
+    let bad = |what: &str| FerryError::data(COMPONENT, format!("{} bytes are no {what}", v.len()));
+    Ok(match conv {
+        Conv::Same => Cow::Borrowed(v),
+        Conv::Uuid => {
+            if v.len() != 16 {
+                return Err(bad("uuid"));
+            }
+            let mut s = String::with_capacity(36);
+            for (i, part) in [&v[0..4], &v[4..6], &v[6..8], &v[8..10], &v[10..16]]
+                .iter()
+                .enumerate()
+            {
+                if i > 0 {
+                    s.push('-');
+                }
+                hex(&mut s, part);
+            }
+            Cow::Owned(s.into_bytes())
+        }
+        Conv::Inet { cidr } => {
+            if v.len() < 4 {
+                return Err(bad("inet"));
+            }
+            let (family, bits, n) = (v[0], v[1], v[3] as usize);
+            let addr = v.get(4..4 + n).ok_or_else(|| bad("inet"))?;
+            let (text, max) = match (family, addr.len()) {
+                (2, 4) => (
+                    std::net::Ipv4Addr::new(addr[0], addr[1], addr[2], addr[3]).to_string(),
+                    32,
+                ),
+                (3, 16) => {
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(addr);
+                    (std::net::Ipv6Addr::from(a).to_string(), 128)
+                }
+                _ => return Err(bad("inet")),
+            };
+            let s = if cidr || bits != max {
+                format!("{text}/{bits}")
+            } else {
+                text
+            };
+            Cow::Owned(s.into_bytes())
+        }
+        Conv::Macaddr => {
+            if v.len() != 6 {
+                return Err(bad("macaddr"));
+            }
+            let s: Vec<String> = v.iter().map(|x| format!("{x:02x}")).collect();
+            Cow::Owned(s.join(":").into_bytes())
+        }
+        Conv::Oid => {
+            if v.len() != 4 {
+                return Err(bad("oid"));
+            }
+            let o = u32::from_be_bytes([v[0], v[1], v[2], v[3]]) as i64;
+            Cow::Owned(o.to_be_bytes().to_vec())
+        }
+        Conv::TimeTz => Cow::Borrowed(v.get(..8).ok_or_else(|| bad("timetz"))?),
+    })
+}
+
+/// Rows of one table being collected, with their kinds.
+struct Pending {
+    table: usize,
+    builders: Builders,
+    kinds: Vec<u8>,
+}
+
+/// A snapshot chunk between its watermarks.
+struct Window {
+    id: String,
+    table: usize,
+    chunk: RecordBatch,
+    /// The low watermark has come through the stream.
+    open: bool,
+    /// Keys (row-encoded) changed in the stream since the low watermark.
+    touched: HashSet<Vec<u8>>,
+    /// The chunk's last key, for the next one.
+    last_key: Vec<String>,
+    /// The table has no rows after this chunk.
+    last: bool,
+}
+
+struct Task<'a> {
+    s: Arc<Settings>,
+    sql: tokio_postgres::Client,
+    repl: ReplicationClient,
+    tx_ack: Arc<AtomicU64>,
+    acked: u64,
+    pos: Position,
+    relations: HashMap<u32, RelMap>,
+    in_txn: bool,
+    /// The position before the current transaction.
+    txn_start: u64,
+    /// Changes of the current transaction seen so far (skipped ones included).
+    txn_changes: u64,
+    /// Changes of the first transaction still to drop (a restore inside it).
+    to_skip: u64,
+    pending: Option<Pending>,
+    window: Option<Window>,
+    nonce: String,
+    windows: u64,
+    last_moved: Instant,
+    tx: &'a FetchSender<Item>,
+}
+
+/// Connects, checks or creates the publication and slot, then streams. Returns `Ok` only
+/// when the reader has gone away.
+async fn run_inner(
+    s: Arc<Settings>,
+    start: Option<Position>,
+    ack: Arc<AtomicU64>,
+    tx: &FetchSender<Item>,
+) -> Result<()> {
+    {
+        let sql = connect_pg(&s.conn, COMPONENT).await?;
+        sql.batch_execute("SET TIME ZONE 'UTC'").await.map_err(pg)?;
+        ensure_publication(&sql, &s).await?;
+        let slot = slot_info(&sql, &s.slot).await?;
+        let pos = match (start, slot) {
+            (Some(p), None) => {
+                return Err(FerryError::external(
+                    COMPONENT,
+                    format!(
+                        "replication slot '{}' does not exist any more, so the changes after the \
+                         checkpoint's position {} are gone: nothing can be resumed without losing \
+                         them. Start the job anew (--from-scratch, or a new job id) to read the \
+                         tables from a fresh snapshot",
+                        s.slot,
+                        lsn_text(p.lsn)
+                    ),
+                ))
+            }
+            (Some(p), Some(sl)) => {
+                if sl.wal_status.as_deref() == Some("lost") {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        format!(
+                            "replication slot '{}' is invalidated (wal_status = lost: the server \
+                             removed WAL it still needed, max_slot_wal_keep_size); the changes \
+                             after {} are gone. Drop the slot and start the job anew (--from-scratch)",
+                            s.slot,
+                            lsn_text(p.lsn)
+                        ),
+                    ));
+                }
+                if sl.confirmed_flush > p.lsn {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        format!(
+                            "replication slot '{}' has confirmed position {}, past this checkpoint's \
+                             {}: another consumer used the slot, or an older checkpoint is being \
+                             restored; resuming would skip the changes in between. Give each job \
+                             its own slot.name, or start anew (--from-scratch)",
+                            s.slot,
+                            lsn_text(sl.confirmed_flush),
+                            lsn_text(p.lsn)
+                        ),
+                    ));
+                }
+                p
+            }
+            (None, slot) => {
+                let lsn = match slot {
+                    Some(sl) => {
+                        if sl.plugin != "pgoutput" {
+                            return Err(FerryError::external(
+                                COMPONENT,
+                                format!(
+                                    "replication slot '{}' uses the '{}' plugin; Postgres-CDC reads \
+                                     pgoutput: drop the slot or choose another slot.name",
+                                    s.slot, sl.plugin
+                                ),
+                            ));
+                        }
+                        sl.confirmed_flush
+                    }
+                    None => {
+                        let rows = sql
+                            .query(
+                                "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+                                &[&s.slot],
+                            )
+                            .await
+                            .map_err(pg)?;
+                        let lsn: String = rows
+                            .first()
+                            .map(|r| r.get(0))
+                            .ok_or_else(|| FerryError::internal("slot creation returned no row"))?;
+                        tracing::info!("{COMPONENT}: created replication slot {} at {lsn}", s.slot);
+                        parse_lsn(&lsn)?
+                    }
+                };
+                Position {
+                    lsn,
+                    skip: 0,
+                    snapshotted: if s.snapshot_on_start {
+                        Vec::new()
+                    } else {
+                        s.tables.iter().map(|t| t.schema.name.to_string()).collect()
+                    },
+                    chunk: None,
+                }
+            }
+        };
+        ack.fetch_max(pos.lsn, Ordering::SeqCst);
+        let repl = connect_replication(&s, pos.lsn).await?;
+        let nonce = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        let mut task = Task {
+            acked: pos.lsn,
+            to_skip: pos.skip,
+            txn_start: pos.lsn,
+            s,
+            sql,
+            repl,
+            tx_ack: ack,
+            pos,
+            relations: HashMap::new(),
+            in_txn: false,
+            txn_changes: 0,
+            pending: None,
+            window: None,
+            nonce,
+            windows: 0,
+            last_moved: Instant::now(),
+            tx,
+        };
+        let first = task.pos.clone();
+        if !task.send(Item::Moved(first)).await {
+            return Ok(());
+        }
+        task.stream().await
+    }
+}
+
+async fn connect_replication(s: &Settings, lsn: u64) -> Result<ReplicationClient> {
+    let c = &s.conn;
+    let mut cfg = ReplicationConfig::new(
+        c.host.clone(),
+        c.user.clone(),
+        c.password.as_ref().map(|p| p.0.clone()).unwrap_or_default(),
+        c.database.clone(),
+        s.slot.clone(),
+        s.publication.clone(),
+    )
+    .with_port(c.port)
+    .with_tls(TlsConfig::disabled())
+    .with_start_lsn(Lsn(lsn))
+    .with_ack_lsn(Lsn(lsn))
+    .with_binary(true)
+    .with_status_interval(Duration::from_secs(1))
+    .with_wakeup_interval(Duration::from_secs(10))
+    .with_buffer_size(4096);
+    cfg = cfg.with_application_name(
+        c.properties
+            .get("ApplicationName")
+            .cloned()
+            .unwrap_or_else(|| "ferry-postgres-cdc".into()),
+    );
+    // A slot is active for one connection at a time: after a crash the server may still
+    // hold the dead process's connection for a moment.
+    let deadline = Instant::now() + c.connect_timeout;
+    loop {
+        match ReplicationClient::connect(cfg.clone()).await {
+            Ok(r) => return Ok(r),
+            Err(e) => {
+                let text = e.to_string();
+                if text.contains("is active for PID") && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+                return Err(FerryError::external(
+                    COMPONENT,
+                    format!(
+                        "starting replication from slot '{}' at {} on {}: {text}",
+                        s.slot,
+                        lsn_text(lsn),
+                        c.address()
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+impl Task<'_> {
+    /// Hands `item` to the reader; `false` when the reader is gone.
+    async fn send(&mut self, item: Item) -> bool {
+        if matches!(item, Item::Moved(_)) {
+            self.last_moved = Instant::now();
+        }
+        self.tx.send(Ok(item)).await
+    }
+
+    /// The stream loop.
+    async fn stream(&mut self) -> Result<()> {
+        loop {
+            // Confirm to the server what the reader says is committed downstream.
+            let a = self.tx_ack.load(Ordering::SeqCst);
+            if a > self.acked {
+                self.repl.update_applied_lsn(Lsn(a));
+                self.acked = a;
+            }
+            if self.window.is_none() && !self.in_txn {
+                self.open_window().await?;
+            }
+            let ev = match tokio::time::timeout(Duration::from_millis(500), self.repl.recv()).await
+            {
+                Err(_) => continue,
+                Ok(Ok(Some(ev))) => ev,
+                Ok(Ok(None)) => {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        "the server ended the replication stream",
+                    ))
+                }
+                Ok(Err(e)) => {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        format!(
+                            "replication stream from slot '{}' on {}: {e}",
+                            self.s.slot,
+                            self.s.conn.address()
+                        ),
+                    ))
+                }
+            };
+            let alive = match ev {
+                ReplicationEvent::Begin { .. } => {
+                    self.in_txn = true;
+                    self.txn_start = self.pos.lsn;
+                    self.txn_changes = 0;
+                    true
+                }
+                ReplicationEvent::XLogData { data, .. } => self.on_data(&data).await?,
+                ReplicationEvent::Commit { end_lsn, .. } => {
+                    self.in_txn = false;
+                    self.to_skip = 0;
+                    self.pos.lsn = self.pos.lsn.max(end_lsn.0);
+                    self.pos.skip = 0;
+                    if self.pending.is_some() {
+                        self.flush().await?
+                    } else if self.last_moved.elapsed() >= MOVED_EVERY {
+                        let p = self.pos.clone();
+                        self.send(Item::Moved(p)).await
+                    } else {
+                        true
+                    }
+                }
+                ReplicationEvent::Message {
+                    transactional,
+                    lsn,
+                    prefix,
+                    content,
+                } => {
+                    if !transactional && prefix == WATERMARK_PREFIX {
+                        self.on_watermark(lsn.0, &String::from_utf8_lossy(&content))
+                            .await?
+                    } else {
+                        true
+                    }
+                }
+                ReplicationEvent::KeepAlive { wal_end, .. } => {
+                    // Everything before the server's sent position has come through: when no
+                    // transaction is open here, resuming there skips nothing, so the slot
+                    // can advance while the captured tables are idle.
+                    if !self.in_txn && wal_end.0 > self.pos.lsn {
+                        self.pos.lsn = wal_end.0;
+                        self.pos.skip = 0;
+                        if self.last_moved.elapsed() >= MOVED_EVERY {
+                            let p = self.pos.clone();
+                            self.send(Item::Moved(p)).await
+                        } else {
+                            true
+                        }
+                    } else {
+                        true
+                    }
+                }
+                ReplicationEvent::StoppedAt { .. } => true,
+            };
+            if !alive {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn on_data(&mut self, data: &[u8]) -> Result<bool> {
+        match pgoutput::decode(data)? {
+            Message::Relation(r) => {
+                let m = map_relation(&self.s, &r)?;
+                self.relations.insert(r.id, m);
+                Ok(true)
+            }
+            Message::Change(c) => self.on_change(c).await,
+            Message::Other(_) => Ok(true),
+        }
+    }
+
+    async fn on_change(&mut self, c: Change<'_>) -> Result<bool> {
+        // `txn_changes` counts the changes before this one until it is appended, so that a
+        // hand-over before it says exactly how many were returned.
+        if self.to_skip > 0 {
+            // Returned before the restore: the first transaction comes again in full.
+            self.to_skip -= 1;
+            self.txn_changes += 1;
+            return Ok(true);
+        }
+        let rel = match &c {
+            Change::Insert { rel, .. }
+            | Change::Update { rel, .. }
+            | Change::Delete { rel, .. } => *rel,
+            Change::Truncate { rels } => {
+                let names: Vec<String> = rels
+                    .iter()
+                    .filter_map(|r| self.relations.get(r).and_then(|m| m.table))
+                    .map(|t| self.s.tables[t].schema.name.to_string())
+                    .collect();
+                if !names.is_empty() {
+                    tracing::warn!(
+                        "{COMPONENT}: TRUNCATE of {} is not passed on (SeaTunnel passes none either)",
+                        names.join(", ")
+                    );
+                }
+                self.txn_changes += 1;
+                return Ok(true);
+            }
+        };
+        let Some(map) = self.relations.get(&rel) else {
+            return Err(FerryError::external(
+                COMPONENT,
+                format!("a change refers to relation {rel}, which the stream never described"),
+            ));
+        };
+        let Some(t) = map.table else {
+            self.txn_changes += 1;
+            return Ok(true);
+        };
+        let mut alive = true;
+        if self.pending.as_ref().is_some_and(|p| p.table != t) {
+            alive = self.flush_partial().await?;
+        }
+        if self.pending.is_none() {
+            let table = &self.s.tables[t];
+            self.pending = Some(Pending {
+                table: t,
+                builders: Builders::new(
+                    &table.columns,
+                    table.schema.schema.clone(),
+                    self.s.fetch_size.min(1024),
+                    COMPONENT,
+                )?,
+                kinds: Vec::new(),
+            });
+        }
+        let table = &self.s.tables[t];
+        let map = &self.relations[&rel];
+        let p = self
+            .pending
+            .as_mut()
+            .ok_or_else(|| FerryError::internal("no pending rows"))?;
+        match c {
+            Change::Insert { new, .. } => {
+                append_row(table, map, &mut p.builders, &new, None)?;
+                p.kinds.push(RowKind::Insert as u8);
+            }
+            Change::Update { old, new, .. } => {
+                let old_full = old
+                    .as_ref()
+                    .filter(|(k, _)| *k == b'O')
+                    .map(|(_, t)| t.as_slice());
+                match &old {
+                    Some((_, before)) => append_row(table, map, &mut p.builders, before, None)?,
+                    // No old tuple: the key did not change; the row before is the key alone.
+                    None => append_key_only(table, map, &mut p.builders, &new)?,
+                }
+                p.kinds.push(RowKind::UpdateBefore as u8);
+                append_row(table, map, &mut p.builders, &new, old_full)?;
+                p.kinds.push(RowKind::UpdateAfter as u8);
+            }
+            Change::Delete { old, .. } => {
+                append_row(table, map, &mut p.builders, &old.1, None)?;
+                p.kinds.push(RowKind::Delete as u8);
+            }
+            Change::Truncate { .. } => {}
+        }
+        self.txn_changes += 1;
+        if p.kinds.len() >= self.s.fetch_size {
+            alive = alive && self.flush_partial().await?;
+        }
+        Ok(alive)
+    }
+
+    /// Hands over the pending rows in the middle of a transaction.
+    async fn flush_partial(&mut self) -> Result<bool> {
+        let pos = Position {
+            lsn: self.txn_start,
+            skip: self.txn_changes,
+            ..self.pos.clone()
+        };
+        self.hand_over(pos).await
+    }
+
+    /// Hands over the pending rows at a commit.
+    async fn flush(&mut self) -> Result<bool> {
+        let pos = self.pos.clone();
+        self.hand_over(pos).await
+    }
+
+    async fn hand_over(&mut self, pos: Position) -> Result<bool> {
+        let Some(mut p) = self.pending.take() else {
+            return Ok(true);
+        };
+        let data = p.builders.finish()?;
+        if let Some(w) = self
+            .window
+            .as_mut()
+            .filter(|w| w.open && w.table == p.table)
+        {
+            let table = &self.s.tables[p.table];
+            for k in row_keys(table, &data)? {
+                w.touched.insert(k);
+            }
+        }
+        let name = self.s.tables[p.table].schema.name.clone();
+        let batch = ChangeBatch::with_kinds(name, data, UInt8Array::from(p.kinds));
+        Ok(self.send(Item::Rows(batch, pos)).await)
+    }
+
+    /// Which table's snapshot comes next, and after which key.
+    fn next_chunk(&self) -> Option<(usize, Vec<String>)> {
+        if let Some(c) = &self.pos.chunk {
+            if let Some(t) = self
+                .s
+                .tables
+                .iter()
+                .position(|t| *t.schema.name == *c.table)
+            {
+                return Some((t, c.after.clone()));
+            }
+        }
+        self.s
+            .tables
+            .iter()
+            .position(|t| !self.pos.snapshotted.iter().any(|n| *n == *t.schema.name))
+            .map(|t| (t, Vec::new()))
+    }
+
+    /// Writes a low watermark, reads the next chunk, writes a high watermark.
+    async fn open_window(&mut self) -> Result<()> {
+        let Some((t, after)) = self.next_chunk() else {
+            return Ok(());
+        };
+        let table = &self.s.tables[t];
+        let id = format!("{}:{}:{}", self.s.slot, self.nonce, self.windows);
+        self.windows += 1;
+        self.emit_watermark(&id, "L").await?;
+        let (chunk, last_key, last) =
+            read_chunk(&self.sql, table, &after, self.s.split_size).await?;
+        self.emit_watermark(&id, "H").await?;
+        self.window = Some(Window {
+            id,
+            table: t,
+            chunk,
+            open: false,
+            touched: HashSet::new(),
+            last_key,
+            last,
+        });
+        Ok(())
+    }
+
+    async fn emit_watermark(&self, id: &str, mark: &str) -> Result<()> {
+        let content = format!("{id}:{mark}");
+        self.sql
+            .execute(
+                "SELECT pg_logical_emit_message(false, $1, $2)",
+                &[&WATERMARK_PREFIX, &content],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(())
+    }
+
+    async fn on_watermark(&mut self, lsn: u64, content: &str) -> Result<bool> {
+        let Some(w) = self.window.as_mut() else {
+            return Ok(true);
+        };
+        let Some((id, mark)) = content.rsplit_once(':') else {
+            return Ok(true);
+        };
+        if id != w.id {
+            // A window of an earlier run, sent again after a restore.
+            return Ok(true);
+        }
+        if mark == "L" {
+            w.open = true;
+            return Ok(true);
+        }
+        if mark != "H" || !w.open {
+            return Ok(true);
+        }
+        let Some(w) = self.window.take() else {
+            return Ok(true);
+        };
+        let table = &self.s.tables[w.table];
+        let name = table.schema.name.to_string();
+        let keep = if w.touched.is_empty() {
+            None
+        } else {
+            let keys = row_keys(table, &w.chunk)?;
+            Some(arrow::array::BooleanArray::from(
+                keys.iter()
+                    .map(|k| !w.touched.contains(k))
+                    .collect::<Vec<_>>(),
+            ))
+        };
+        let rows = match keep {
+            Some(mask) => filter_record_batch(&w.chunk, &mask)?,
+            None => w.chunk,
+        };
+        self.pos.lsn = self.pos.lsn.max(lsn + 1);
+        self.pos.skip = 0;
+        if w.last {
+            self.pos.chunk = None;
+            self.pos.snapshotted.push(name.clone());
+            tracing::info!("{COMPONENT}: snapshot of {name} complete");
+        } else {
+            self.pos.chunk = Some(ChunkProgress {
+                table: name,
+                after: w.last_key,
+            });
+        }
+        let pos = self.pos.clone();
+        if rows.num_rows() == 0 {
+            return Ok(self.send(Item::Moved(pos)).await);
+        }
+        let batch = ChangeBatch::inserts(table.schema.name.clone(), rows);
+        Ok(self.send(Item::Rows(batch, pos)).await)
+    }
+}
+
+/// Appends one tuple as a row; an unchanged TOASTed value is taken from `old_full`.
+fn append_row(
+    table: &CdcTable,
+    map: &RelMap,
+    b: &mut Builders,
+    tuple: &[Datum<'_>],
+    old_full: Option<&[Datum<'_>]>,
+) -> Result<()> {
+    for (i, from) in map.from.iter().enumerate() {
+        let mut d = tuple.get(*from).copied().unwrap_or(Datum::Null);
+        if d == Datum::Unchanged {
+            d = match old_full.and_then(|o| o.get(*from).copied()) {
+                Some(v @ Datum::Value(_)) | Some(v @ Datum::Null) => v,
+                _ => {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        format!(
+                            "an update of {} left column '{}' out (an unchanged TOASTed value the \
+                             server does not send); writing it as NULL would be wrong. Let the \
+                             server send old rows: ALTER TABLE {} REPLICA IDENTITY FULL",
+                            table.schema.name,
+                            table.columns[i].name,
+                            table.quoted()
+                        ),
+                    ))
+                }
+            };
+        }
+        match d {
+            Datum::Value(v) => {
+                let v = convert(table.convs[i], v)?;
+                b.append_pg(i, Some(&v))?
+            }
+            _ => b.append_pg(i, None)?,
+        }
+    }
+    b.end_row();
+    Ok(())
+}
+
+/// Appends the key columns of `tuple` with every other column NULL.
+fn append_key_only(
+    table: &CdcTable,
+    map: &RelMap,
+    b: &mut Builders,
+    tuple: &[Datum<'_>],
+) -> Result<()> {
+    let keys = table.key_indexes();
+    for (i, from) in map.from.iter().enumerate() {
+        match tuple.get(*from) {
+            Some(Datum::Value(v)) if keys.contains(&i) => {
+                let v = convert(table.convs[i], v)?;
+                b.append_pg(i, Some(&v))?
+            }
+            _ => b.append_pg(i, None)?,
+        }
+    }
+    b.end_row();
+    Ok(())
+}
+
+/// The key of every row of `batch`, row-encoded (equal keys, equal bytes).
+fn row_keys(table: &CdcTable, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
+    let idx = table.key_indexes();
+    if idx.is_empty() {
+        return Ok(Vec::new());
+    }
+    let fields: Vec<SortField> = idx
+        .iter()
+        .map(|i| SortField::new(batch.column(*i).data_type().clone()))
+        .collect();
+    let conv = RowConverter::new(fields)?;
+    let cols: Vec<_> = idx.iter().map(|i| batch.column(*i).clone()).collect();
+    let rows = conv.convert_columns(&cols)?;
+    Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
+}
+
+/// Reads the chunk after key `after` (the table's first chunk when empty): its rows, its
+/// last key as text, and whether it is the table's last chunk.
+async fn read_chunk(
+    sql: &tokio_postgres::Client,
+    table: &CdcTable,
+    after: &[String],
+    split_size: usize,
+) -> Result<(RecordBatch, Vec<String>, bool)> {
+    let d = Dialect::Postgres;
+    let select: Vec<&str> = table.columns.iter().map(|c| c.select.as_str()).collect();
+    let mut q = format!("SELECT {} FROM {}", select.join(", "), table.quoted());
+    let chunked = table.chunkable();
+    if chunked {
+        let idx = table.key_indexes();
+        let keys: Vec<String> = table.key.iter().map(|k| d.quote(k)).collect();
+        if !after.is_empty() {
+            let lits: Vec<String> = after
+                .iter()
+                .zip(&idx)
+                .map(|(v, i)| format!("{}::{}", literal(d, v), table.columns[*i].source_type))
+                .collect();
+            q.push_str(&format!(
+                " WHERE ({}) > ({})",
+                keys.join(", "),
+                lits.join(", ")
+            ));
+        }
+        q.push_str(&format!(" ORDER BY {} LIMIT {split_size}", keys.join(", ")));
+    }
+    let copy = format!("COPY ({q}) TO STDOUT (FORMAT binary)");
+    let stream = sql
+        .copy_out(&copy)
+        .await
+        .map_err(|e| FerryError::external(COMPONENT, format!("{}: {q}", pg_error_text(&e))))?;
+    futures_util::pin_mut!(stream);
+    let mut builders = Builders::new(
+        &table.columns,
+        table.schema.schema.clone(),
+        split_size.min(65_536),
+        COMPONENT,
+    )?;
+    let mut dec = CopyDecoder::new(table.columns.len());
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(pg)?;
+        dec.push(&chunk);
+        dec.drain(&mut builders, usize::MAX)?;
+    }
+    dec.drain(&mut builders, usize::MAX)?;
+    let batch = builders.finish()?;
+    let n = batch.num_rows();
+    let last = !chunked || n < split_size;
+    let mut last_key = Vec::new();
+    if chunked && n > 0 {
+        let opts = arrow::util::display::FormatOptions::default();
+        for i in table.key_indexes() {
+            let f = arrow::util::display::ArrayFormatter::try_new(batch.column(i).as_ref(), &opts)?;
+            last_key.push(f.value(n - 1).to_string());
+        }
+    }
+    Ok((batch, last_key, last))
+}

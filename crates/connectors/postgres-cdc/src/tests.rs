@@ -1,0 +1,356 @@
+//! Tests against the local PostgreSQL (127.0.0.1:5432, trust auth, `wal_level = logical` as
+//! `scripts/setup-databases` sets it). Each test has its own schema `ferry_cdc_<name>` and
+//! its own slot, so tests run in parallel without meeting.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int32Type;
+use ferry_api::{
+    ChangeBatch, JobMode, Options, ResolveContext, Result, RowKind, Source, SourceFactory,
+};
+use ferry_connector_testkit::{job, SourceDriver, SourceSnapshot};
+use serde_json::{json, Value};
+
+use crate::PostgresCdcSourceFactory;
+
+fn pg(sql: &str) -> Vec<Vec<Option<String>>> {
+    let sql = sql.to_string();
+    ferry_api::io::handle().unwrap().block_on(async move {
+        let (c, conn) = tokio_postgres::connect(
+            "host=127.0.0.1 port=5432 user=postgres dbname=test",
+            tokio_postgres::NoTls,
+        )
+        .await
+        .unwrap();
+        tokio::spawn(conn);
+        ferry_connector_jdbc::pg::pg_rows(&c, &sql, "test")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
+/// A fresh schema with table `t`, and no slot or publication left from an earlier run.
+fn setup(name: &str, ddl: &str) {
+    let schema = format!("ferry_cdc_{name}");
+    let slot = format!("ferry_t_{name}");
+    pg(&format!(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}';
+         DROP PUBLICATION IF EXISTS {slot}_publication;
+         DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};
+         SET search_path = {schema}; {ddl}"
+    ));
+}
+
+/// Drops the test's slot, so that no test leaves WAL held on the server.
+fn teardown(name: &str) {
+    pg(&format!(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'ferry_t_{name}'"
+    ));
+}
+
+fn source(name: &str, extra: Value) -> Result<Box<dyn Source>> {
+    let mut o = json!({
+        "base-url": "jdbc:postgresql://127.0.0.1:5432/test",
+        "username": "postgres",
+        "password": "",
+        "table-names": [format!("test.ferry_cdc_{name}.t")],
+        "slot.name": format!("ferry_t_{name}"),
+    });
+    if let (Value::Object(m), Value::Object(e)) = (&mut o, extra) {
+        m.extend(e);
+    }
+    let mut s = PostgresCdcSourceFactory.create(
+        &mut Options::from_json("Postgres-CDC", o),
+        &job(JobMode::Streaming),
+    )?;
+    s.resolve(&ResolveContext::new(
+        "source Postgres-CDC",
+        job(JobMode::Streaming),
+        Duration::from_secs(20),
+    ))?;
+    Ok(s)
+}
+
+/// Steps `d` until `done` holds of its output, for at most 60 s.
+fn step_until(d: &mut SourceDriver, done: impl Fn(&[ChangeBatch]) -> bool) -> Result<()> {
+    let start = Instant::now();
+    while !done(d.output()) {
+        d.step()?;
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "gave up after 60 s with {} rows read",
+            d.rows_read()
+        );
+    }
+    Ok(())
+}
+
+/// The error that ends `d`'s reading, within 60 s.
+fn first_error(d: &mut SourceDriver) -> String {
+    let start = Instant::now();
+    loop {
+        if let Err(e) = d.step() {
+            return e.to_string();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no error within 60 s"
+        );
+    }
+}
+
+/// Every row of `batches` as (id, version, kind), in order.
+fn events(batches: &[ChangeBatch]) -> Vec<(i32, i32, RowKind)> {
+    let mut out = Vec::new();
+    for b in batches {
+        let ids = b
+            .data
+            .column_by_name("id")
+            .unwrap()
+            .as_primitive::<Int32Type>();
+        let vs = b.data.column_by_name("v").unwrap();
+        for i in 0..b.num_rows() {
+            let v = if vs.is_null(i) {
+                -1
+            } else {
+                vs.as_primitive::<Int32Type>().value(i)
+            };
+            out.push((ids.value(i), v, b.kind(i)));
+        }
+    }
+    out
+}
+
+/// The table the events describe, applied as an upsert sink applies them.
+fn apply(events: &[(i32, i32, RowKind)]) -> BTreeMap<i32, i32> {
+    let mut m = BTreeMap::new();
+    for (id, v, k) in events {
+        match k {
+            RowKind::Insert | RowKind::UpdateAfter => {
+                m.insert(*id, *v);
+            }
+            RowKind::Delete => {
+                m.remove(id);
+            }
+            RowKind::UpdateBefore => {}
+        }
+    }
+    m
+}
+
+fn table(name: &str) -> BTreeMap<i32, i32> {
+    pg(&format!("SELECT id, v FROM ferry_cdc_{name}.t"))
+        .into_iter()
+        .map(|r| {
+            (
+                r[0].as_deref().unwrap().parse().unwrap(),
+                r[1].as_deref().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Inserts, updates (v + 1) and deletes in multi-statement transactions.
+fn workload(name: &str, round: i32) {
+    let t = format!("ferry_cdc_{name}.t");
+    pg(&format!(
+        "BEGIN;
+         UPDATE {t} SET v = v + 1 WHERE id % 7 = {m};
+         INSERT INTO {t} (id, v, note) SELECT 100000 + {round} * 100 + g, 0, repeat('x', 3000) FROM generate_series(1, 20) g;
+         DELETE FROM {t} WHERE id % 97 = {m};
+         COMMIT;
+         UPDATE {t} SET v = v + 1 WHERE id % 11 = {m};",
+        m = round % 7
+    ));
+}
+
+/// The slot's confirmed position, as an integer.
+fn confirmed(slot: &str) -> u64 {
+    let r = pg(&format!(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{slot}'"
+    ));
+    let lsn = r[0][0].clone().unwrap();
+    pgwire_replication::Lsn::parse(&lsn).unwrap().0
+}
+
+fn position(s: &SourceSnapshot) -> crate::stream::Position {
+    serde_json::from_value(s.readers[0][0].state.clone()).unwrap()
+}
+
+const DDL: &str = "CREATE TABLE t (id int4 PRIMARY KEY, v int4 NOT NULL, note text,
+      u uuid DEFAULT 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', ip inet DEFAULT '10.1.2.3',
+      amount numeric(10,2) DEFAULT 12.5, ts timestamp DEFAULT '2024-02-29 13:14:15.5');
+    ALTER TABLE t REPLICA IDENTITY FULL;
+    INSERT INTO t (id, v, note) SELECT g, 0, 'row ' || g FROM generate_series(1, 3000) g;";
+
+#[test]
+fn snapshot_and_changes_converge_and_a_restore_inside_repeats_nothing() {
+    let name = "converge";
+    setup(name, DDL);
+    let s = source(
+        name,
+        json!({"snapshot.split.size": 400, "snapshot.fetch.size": 100}),
+    )
+    .unwrap();
+    assert!(s.is_replayable());
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    // A concurrent workload while the snapshot runs, so that chunks' windows see changes
+    // committed between their low watermark, their SELECT and their high watermark.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let worker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut round = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) && round < 60 {
+                workload(name, round);
+                round += 1;
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            round
+        })
+    };
+    while d.rows_read() < 1500 {
+        d.step().unwrap();
+    }
+    let snap = d.snapshot().unwrap();
+    let mut kept = d.take_output();
+    // Read on past the checkpoint, then "crash": what came after it is lost downstream.
+    for _ in 0..50 {
+        d.step().unwrap();
+    }
+    drop(d);
+    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        d.step().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let rounds = worker.join().unwrap();
+    assert!(rounds > 5, "only {rounds} workload rounds");
+    // A last row marks the end of the workload.
+    pg(&format!(
+        "INSERT INTO ferry_cdc_{name}.t (id, v) VALUES (999999, 7)"
+    ));
+    step_until(&mut d, |out| events(out).iter().any(|e| e.0 == 999_999)).unwrap();
+    kept.extend(d.take_output());
+    let ev = events(&kept);
+    assert_eq!(
+        apply(&ev),
+        table(name),
+        "the target would differ from the table"
+    );
+    // Nothing from before the checkpoint came again: versions never go back.
+    let mut last: BTreeMap<i32, i32> = BTreeMap::new();
+    for (id, v, k) in &ev {
+        if matches!(k, RowKind::Insert | RowKind::UpdateAfter) {
+            let prev = last.insert(*id, *v).unwrap_or(-1);
+            assert!(*v >= prev, "id {id}: version {v} after {prev}");
+        }
+    }
+    // The values of every type arrive as the Jdbc source reads them.
+    let b = kept.iter().find(|b| b.num_rows() > 0).unwrap();
+    let col = |n: &str| {
+        arrow::util::display::array_value_to_string(b.data.column_by_name(n).unwrap(), 0).unwrap()
+    };
+    assert_eq!(col("u"), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+    assert_eq!(col("ip"), "10.1.2.3");
+    assert_eq!(col("amount"), "12.50");
+    assert_eq!(col("ts"), "2024-02-29T13:14:15.500");
+    d.close().unwrap();
+    teardown(name);
+}
+
+#[test]
+fn the_slot_is_confirmed_only_up_to_completed_checkpoints() {
+    let name = "ack";
+    setup(name, DDL);
+    let slot = format!("ferry_t_{name}");
+    let s = source(name, json!({"snapshot.split.size": 1000})).unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    step_until(&mut d, |out| events(out).len() >= 3000).unwrap();
+    let start = confirmed(&slot);
+    workload(name, 0);
+    step_until(&mut d, |out| events(out).iter().any(|e| e.0 > 100_000)).unwrap();
+    let snap = d.snapshot().unwrap();
+    let at = position(&snap).lsn;
+    assert!(at > start);
+    workload(name, 1);
+    for _ in 0..200 {
+        d.step().unwrap();
+    }
+    // Read past the checkpoint, but it has not completed: the slot stays where it was.
+    assert_eq!(confirmed(&slot), start);
+    d.complete(snap.checkpoint_id).unwrap();
+    let t0 = Instant::now();
+    while confirmed(&slot) != at {
+        d.step().unwrap();
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "slot not confirmed at {at}"
+        );
+    }
+    d.close().unwrap();
+    teardown(name);
+}
+
+#[test]
+fn a_dropped_slot_or_a_new_column_stops_the_job_with_the_reason() {
+    let name = "refuse";
+    setup(name, DDL);
+    let slot = format!("ferry_t_{name}");
+    let s = source(name, json!({})).unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    step_until(&mut d, |out| events(out).len() >= 3000).unwrap();
+    let snap = d.snapshot().unwrap();
+    // A column added while the job runs: never silently dropped.
+    pg(&format!(
+        "ALTER TABLE ferry_cdc_{name}.t ADD COLUMN extra int4; INSERT INTO ferry_cdc_{name}.t (id, v, extra) VALUES (5000, 1, 1)"
+    ));
+    let err = first_error(&mut d);
+    assert!(err.contains("column 'extra'"), "{err}");
+    drop(d);
+    // The slot gone: the position cannot be resumed, and the job says so.
+    pg(&format!("SELECT pg_drop_replication_slot('{slot}')"));
+    let s = source(name, json!({})).unwrap();
+    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    let err = first_error(&mut d);
+    assert!(err.contains("does not exist any more"), "{err}");
+}
+
+#[test]
+fn options_are_checked_before_any_connection() {
+    let bad = |o: Value| {
+        PostgresCdcSourceFactory
+            .create(
+                &mut Options::from_json("Postgres-CDC", o),
+                &job(JobMode::Streaming),
+            )
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let base = |extra: Value| {
+        let mut o = json!({"base-url": "jdbc:postgresql://h:5432/db", "username": "u", "password": "s3cret", "table-names": ["db.s.t"]});
+        if let (Value::Object(m), Value::Object(e)) = (&mut o, extra) {
+            m.extend(e);
+        }
+        o
+    };
+    assert!(bad(base(json!({"table-names": ["s.t"]}))).contains("not database.schema.table"));
+    assert!(bad(base(json!({"format": "COMPATIBLE_DEBEZIUM_JSON"}))).contains("format"));
+    assert!(bad(base(json!({"base-url": "jdbc:mysql://h/db"}))).contains("jdbc:postgresql"));
+    assert!(bad(base(json!({"startup.mode": "specific"}))).contains("startup.mode"));
+    let e = bad(base(json!({"slot.nmae": "x"})));
+    assert!(e.contains("slot.name") && !e.contains("s3cret"), "{e}");
+    let batch = PostgresCdcSourceFactory
+        .create(
+            &mut Options::from_json("Postgres-CDC", base(json!({}))),
+            &job(JobMode::Batch),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(batch.contains("STREAMING"), "{batch}");
+}
