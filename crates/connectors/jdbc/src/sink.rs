@@ -106,7 +106,25 @@ pub const SINK_OPTIONS: &[OptionSpec] = &[
         "table",
         OptionKind::String,
         None,
-        "Target table, `schema.table` on PostgreSQL (placeholders like ${table_name} allowed).",
+        "Target table, `schema.table` on PostgreSQL (placeholders like ${table_name} allowed); default: the input table's name, as SeaTunnel's multi-table sinks.",
+    ),
+    OptionSpec::optional(
+        "schema",
+        OptionKind::String,
+        None,
+        "Target schema, in place of the one `table` names (${schema_name} allowed).",
+    ),
+    OptionSpec::optional(
+        "tablePrefix",
+        OptionKind::String,
+        None,
+        "Text put before the target table's name (`sink_` makes `t` into `sink_t`).",
+    ),
+    OptionSpec::optional(
+        "tableSuffix",
+        OptionKind::String,
+        None,
+        "Text put after the target table's name.",
     ),
     OptionSpec::optional(
         "primary_keys",
@@ -324,6 +342,30 @@ impl SinkFactory for JdbcSinkFactory {
             let query = per.string("query")?;
             let database = per.string("database")?;
             let table = per.string("table")?;
+            let schema_override = per.string("schema")?.filter(|s| !s.is_empty());
+            let prefix = per.string("tablePrefix")?.unwrap_or_default();
+            let suffix = per.string("tableSuffix")?.unwrap_or_default();
+            // SeaTunnel's JdbcSinkFactory: no `table` means the input table's own name.
+            let table = table.or_else(|| {
+                let own = t
+                    .catalog
+                    .id
+                    .as_ref()
+                    .map(|id| id.table.clone())
+                    .unwrap_or_else(|| t.name.rsplit('.').next().unwrap_or(&t.name).to_string());
+                Some(own)
+            });
+            let table = table.map(|tb| {
+                let (schema, name) = match tb.rsplit_once('.') {
+                    Some((s, n)) => (Some(s.to_string()), n.to_string()),
+                    None => (None, tb.clone()),
+                };
+                let name = format!("{prefix}{name}{suffix}");
+                match schema_override.clone().or(schema) {
+                    Some(s) => format!("{s}.{name}"),
+                    None => name,
+                }
+            });
             let custom_sql = per.string("custom_sql")?;
             let pks = per.string_list("primary_keys")?;
             let names: Vec<String> = t.schema.fields().iter().map(|f| f.name().clone()).collect();
@@ -396,7 +438,16 @@ impl SinkFactory for JdbcSinkFactory {
                 custom_sql,
             });
         }
-        for k in ["query", "database", "table", "custom_sql", "primary_keys"] {
+        for k in [
+            "query",
+            "database",
+            "table",
+            "custom_sql",
+            "primary_keys",
+            "schema",
+            "tablePrefix",
+            "tableSuffix",
+        ] {
             let _ = o.get(k);
         }
         o.finish(SINK_OPTIONS)?;
@@ -423,6 +474,35 @@ pub struct JdbcSink {
     /// Retries of a flush that failed transiently (never with XA).
     max_retries: u64,
     max_commit_attempts: u64,
+}
+
+/// Ends every other PostgreSQL session named `session` (a previous run's writer, whose
+/// process is gone but whose statement may still run) and waits until they are gone, so
+/// that none of its writes lands after this writer's. A failure (no right to signal them)
+/// is logged: the job then runs as before.
+fn fence_sessions(c: &mut Conn, session: &str) {
+    let Conn::Pg(client) = c else {
+        return;
+    };
+    let sql = format!(
+        "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity \
+         WHERE application_name = {} AND pid <> pg_backend_pid()",
+        literal(Dialect::Postgres, session)
+    );
+    match block_on(pg_rows(client, &sql, COMPONENT)) {
+        Ok(rows) => {
+            let n = rows
+                .first()
+                .and_then(|r| r.first().cloned().flatten())
+                .unwrap_or_default();
+            if n != "0" && !n.is_empty() {
+                tracing::info!("{COMPONENT}: ended {n} session(s) of the writer's previous run");
+            }
+        }
+        Err(e) => tracing::warn!(
+            "{COMPONENT}: cannot end the sessions of the writer's previous run ({e}); rows it was still writing may land late"
+        ),
+    }
 }
 
 /// A connection of either dialect.
@@ -696,8 +776,25 @@ impl Sink for JdbcSink {
         ctx: &WriterContext,
         restored: Option<Value>,
     ) -> Result<Box<dyn SinkWriter>> {
-        let conn = self.conn.clone();
+        // Each writer's PostgreSQL sessions carry a name of their own (unless the job sets
+        // ApplicationName), so that a new writer can end the sessions of the one it
+        // replaces: a process killed in the middle of a flush leaves its statement running
+        // on the server, which would otherwise apply old rows after the new run's.
+        let mut info = (*self.conn).clone();
+        let fence =
+            info.dialect == Dialect::Postgres && !info.properties.contains_key("ApplicationName");
+        let session = format!("ferry:{}:{}:sink", ctx.job.job_id, ctx.subtask);
+        let session: String = session.chars().take(63).collect();
+        if fence {
+            info.properties
+                .insert("ApplicationName".into(), session.clone());
+        }
+        let info = Arc::new(info);
+        let conn = info.clone();
         let mut c = block_on(async move { Conn::open(&conn).await })?;
+        if fence {
+            fence_sessions(&mut c, &session);
+        }
         let prefix = format!("ferry:{}:{}:", ctx.job.job_id, ctx.subtask);
         if self.exactly_once {
             let after = restored
@@ -708,7 +805,7 @@ impl Sink for JdbcSink {
         }
         Ok(Box::new(JdbcWriter {
             dialect: self.conn.dialect,
-            conn_info: self.conn.clone(),
+            conn_info: info,
             conn: c,
             targets: self.targets.clone(),
             by_name: self

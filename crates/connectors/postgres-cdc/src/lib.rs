@@ -329,6 +329,21 @@ impl PostgresCdcSource {
                 });
                 schema = schema.with_catalog(catalog);
             }
+            // A delete (and an update's row before) carries only the key when the table's
+            // replica identity is the default: every other column may be NULL in those rows.
+            let fields: Vec<arrow::datatypes::Field> = schema
+                .schema
+                .fields()
+                .iter()
+                .map(|f| {
+                    let keyed = key.iter().any(|k| k == f.name());
+                    f.as_ref().clone().with_nullable(!keyed || f.is_nullable())
+                })
+                .collect();
+            let schema = schema.derive(
+                schema.name.clone(),
+                Arc::new(arrow::datatypes::Schema::new(fields)),
+            );
             if key.is_empty() && c.exactly_once {
                 return Err(FerryError::config(format!(
                     "{COMPONENT}: {path} has no primary or unique key, so its snapshot cannot be \
@@ -387,6 +402,16 @@ impl Source for PostgresCdcSource {
         self.settings
             .as_ref()
             .is_some_and(|s| s.tables.iter().all(|t| !t.key.is_empty()))
+    }
+
+    /// A replication slot streams to one connection at a time, and its position must be
+    /// confirmed through that connection once Spark has committed a batch: the reader has
+    /// to outlive its micro-batch, which Spark's read tasks do not promise.
+    fn needs_long_lived_reader(&self) -> Option<String> {
+        Some(
+            "it streams from a replication slot, which one connection holds at a time and              confirms through: a Spark read task ends with its micro-batch (not supported              on Spark yet)"
+                .into(),
+        )
     }
 
     fn create_enumerator(

@@ -408,6 +408,40 @@ struct Pending {
     kinds: Vec<u8>,
 }
 
+/// Which transactions a snapshot does not see: those it lists as running, and every one
+/// from its `xmax` on (a transaction whose id is at least `xmax` is not listed, however
+/// far its commit got). Ids are compared in their low 32 bits, as the stream gives them.
+#[derive(Debug, Clone, Default)]
+struct Invisible {
+    running: HashSet<u32>,
+    xmax: u32,
+}
+
+impl Invisible {
+    /// Reads `pg_current_snapshot()`'s text, `xmin:xmax:xip,…`.
+    fn parse(snapshot: &str) -> Result<Invisible> {
+        let mut parts = snapshot.split(':');
+        let bad = || FerryError::internal(format!("unexpected snapshot text '{snapshot}'"));
+        let _xmin = parts.next().ok_or_else(bad)?;
+        let xmax: u64 = parts.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
+        let running = parts
+            .next()
+            .unwrap_or("")
+            .split(',')
+            .filter_map(|x| x.trim().parse::<u64>().ok())
+            .map(|x| x as u32)
+            .collect();
+        Ok(Invisible {
+            running,
+            xmax: xmax as u32,
+        })
+    }
+
+    fn contains(&self, xid: u32) -> bool {
+        self.running.contains(&xid) || (xid.wrapping_sub(self.xmax) as i32) >= 0
+    }
+}
+
 /// A snapshot chunk between its watermarks.
 struct Window {
     id: String,
@@ -415,16 +449,30 @@ struct Window {
     chunk: RecordBatch,
     /// The low watermark has come through the stream.
     open: bool,
-    /// Keys (row-encoded) changed in the stream since the low watermark.
+    /// Keys (row-encoded) whose change the chunk may not reflect: changed in the stream
+    /// since the low watermark, or by a transaction the chunk's snapshot did not see.
     touched: HashSet<Vec<u8>>,
+    /// The transactions the chunk's snapshot does not see: one of them that commits before
+    /// the low watermark anyway (its commit record written, not yet visible when the
+    /// snapshot was taken) is not in the chunk, so its keys count as touched wherever it
+    /// comes.
+    invisible: Invisible,
     /// The chunk's last key, for the next one.
     last_key: Vec<String>,
     /// The table has no rows after this chunk.
     last: bool,
 }
 
+/// How many recently returned transactions keep their keys, for a window whose snapshot
+/// turns out not to have seen them.
+const RECENT_TXNS: usize = 64;
+
 struct Task<'a> {
     s: Arc<Settings>,
+    /// The current transaction's id (low 32 bits).
+    xid: u32,
+    /// Keys of the last transactions returned: (xid, table, keys).
+    recent: std::collections::VecDeque<(u32, usize, Vec<Vec<u8>>)>,
     sql: tokio_postgres::Client,
     repl: ReplicationClient,
     tx_ack: Arc<AtomicU64>,
@@ -555,6 +603,8 @@ async fn run_inner(
                 .map_or(0, |d| d.as_nanos())
         );
         let mut task = Task {
+            xid: 0,
+            recent: std::collections::VecDeque::new(),
             acked: pos.lsn,
             to_skip: pos.skip,
             txn_start: pos.lsn,
@@ -674,7 +724,8 @@ impl Task<'_> {
                 }
             };
             let alive = match ev {
-                ReplicationEvent::Begin { .. } => {
+                ReplicationEvent::Begin { xid, .. } => {
+                    self.xid = xid;
                     self.in_txn = true;
                     self.txn_start = self.pos.lsn;
                     self.txn_changes = 0;
@@ -709,6 +760,11 @@ impl Task<'_> {
                     }
                 }
                 ReplicationEvent::KeepAlive { wal_end, .. } => {
+                    tracing::trace!(
+                        "{COMPONENT}: keepalive at {} (in a transaction: {})",
+                        lsn_text(wal_end.0),
+                        self.in_txn
+                    );
                     // Everything before the server's sent position has come through: when no
                     // transaction is open here, resuming there skips nothing, so the slot
                     // can advance while the captured tables are idle.
@@ -860,16 +916,26 @@ impl Task<'_> {
             return Ok(true);
         };
         let data = p.builders.finish()?;
+        let table = &self.s.tables[p.table];
+        let keys = row_keys(table, &data)?;
+        let xid = self.xid;
         if let Some(w) = self
             .window
             .as_mut()
-            .filter(|w| w.open && w.table == p.table)
+            .filter(|w| w.table == p.table && (w.open || w.invisible.contains(xid)))
         {
-            let table = &self.s.tables[p.table];
-            for k in row_keys(table, &data)? {
-                w.touched.insert(k);
-            }
+            w.touched.extend(keys.iter().cloned());
         }
+        self.recent.push_back((xid, p.table, keys));
+        while self.recent.len() > RECENT_TXNS {
+            self.recent.pop_front();
+        }
+        tracing::trace!(
+            "{COMPONENT}: {} changes of transaction {xid}, position {} + {}",
+            p.kinds.len(),
+            lsn_text(pos.lsn),
+            pos.skip
+        );
         let name = self.s.tables[p.table].schema.name.clone();
         let batch = ChangeBatch::with_kinds(name, data, UInt8Array::from(p.kinds));
         Ok(self.send(Item::Rows(batch, pos)).await)
@@ -903,15 +969,24 @@ impl Task<'_> {
         let id = format!("{}:{}:{}", self.s.slot, self.nonce, self.windows);
         self.windows += 1;
         self.emit_watermark(&id, "L").await?;
-        let (chunk, last_key, last) =
+        let (chunk, last_key, last, invisible) =
             read_chunk(&self.sql, table, &after, self.s.split_size).await?;
         self.emit_watermark(&id, "H").await?;
+        // Transactions already returned that the snapshot did not see (committed in the WAL
+        // just before the low watermark, visible only after the snapshot was taken).
+        let mut touched = HashSet::new();
+        for (xid, t2, keys) in &self.recent {
+            if *t2 == t && invisible.contains(*xid) {
+                touched.extend(keys.iter().cloned());
+            }
+        }
         self.window = Some(Window {
             id,
             table: t,
             chunk,
             open: false,
-            touched: HashSet::new(),
+            touched,
+            invisible,
             last_key,
             last,
         });
@@ -963,6 +1038,8 @@ impl Task<'_> {
                     .collect::<Vec<_>>(),
             ))
         };
+        let (chunk_rows, touched, invisible) =
+            (w.chunk.num_rows(), w.touched.len(), w.invisible.clone());
         let rows = match keep {
             Some(mask) => filter_record_batch(&w.chunk, &mask)?,
             None => w.chunk,
@@ -979,6 +1056,15 @@ impl Task<'_> {
                 after: w.last_key,
             });
         }
+        tracing::debug!(
+            "{COMPONENT}: chunk of {} at {}: {} of {} rows ({} keys touched), snapshot running {:?}",
+            table.schema.name,
+            lsn_text(lsn),
+            rows.num_rows(),
+            chunk_rows,
+            touched,
+            invisible
+        );
         let pos = self.pos.clone();
         if rows.num_rows() == 0 {
             return Ok(self.send(Item::Moved(pos)).await);
@@ -1072,8 +1158,18 @@ async fn read_chunk(
     table: &CdcTable,
     after: &[String],
     split_size: usize,
-) -> Result<(RecordBatch, Vec<String>, bool)> {
+) -> Result<(RecordBatch, Vec<String>, bool, Invisible)> {
     let d = Dialect::Postgres;
+    // One snapshot for the chunk, whose running transactions are noted (see `Window`).
+    sql.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
+        .map_err(pg)?;
+    let snap: String = sql
+        .query_one("SELECT pg_current_snapshot()::text", &[])
+        .await
+        .map_err(pg)?
+        .get(0);
+    let invisible = Invisible::parse(&snap)?;
     let select: Vec<&str> = table.columns.iter().map(|c| c.select.as_str()).collect();
     let mut q = format!("SELECT {} FROM {}", select.join(", "), table.quoted());
     let chunked = table.chunkable();
@@ -1113,6 +1209,7 @@ async fn read_chunk(
         dec.drain(&mut builders, usize::MAX)?;
     }
     dec.drain(&mut builders, usize::MAX)?;
+    sql.batch_execute("COMMIT").await.map_err(pg)?;
     let batch = builders.finish()?;
     let n = batch.num_rows();
     let last = !chunked || n < split_size;
@@ -1124,5 +1221,31 @@ async fn read_chunk(
             last_key.push(f.value(n - 1).to_string());
         }
     }
-    Ok((batch, last_key, last))
+    Ok((batch, last_key, last, invisible))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_does_not_see_its_running_transactions_nor_any_from_its_xmax_on() {
+        let inv = Invisible::parse("100:105:101,103").unwrap();
+        for (xid, hidden) in [
+            (99, false),
+            (100, false),
+            (101, true),
+            (102, false),
+            (103, true),
+            (104, false),
+            (105, true),
+            (9000, true),
+        ] {
+            assert_eq!(inv.contains(xid), hidden, "xid {xid}");
+        }
+        // Ids wrap around at 2^32: the stream gives the low 32 bits.
+        let inv = Invisible::parse(&format!("{}:{}:", (1u64 << 32) + 5, (1u64 << 32) + 7)).unwrap();
+        assert!(inv.contains(7) && inv.contains(8) && !inv.contains(6));
+        assert!(Invisible::parse("garbage").is_err());
+    }
 }

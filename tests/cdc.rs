@@ -1,0 +1,365 @@
+//! Postgres-CDC through the `ferry` binary against the local PostgreSQL (`wal_level =
+//! logical`, set by scripts/setup-databases):
+//!
+//! - SeaTunnel's own job files from its `connector-cdc-postgres-e2e` tests (`tests/cdc/`,
+//!   host names rewritten) with its DDL (`tests/cdc/inventory.sql`, without the PostGIS
+//!   extension the tables do not use), checked as its `PostgresCDCIT` checks them: the sink
+//!   table holds what the source table holds after the snapshot, and again after inserts,
+//!   an update and a delete.
+//! - A chaos test: a keyed table under a continuous workload of multi-statement
+//!   transactions while the job (Postgres-CDC → Jdbc upserts) is killed with SIGKILL again
+//!   and again, in the snapshot and in the stream; afterwards the target equals the source
+//!   row for row and only the job's slot exists, confirmed close to the server's position.
+//!
+//! The job files name one database and the default slot, so the cases run one at a time.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{repo_root, Rng};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn psql(db: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", db, "-XAtq"])
+        .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql: {}\n{sql}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn case(name: &str) -> PathBuf {
+    repo_root().join("tests/cdc").join(name)
+}
+
+/// Drops `slot` and the publication the source makes for it in `db`.
+fn drop_slot(db: &str, slot: &str) {
+    psql(
+        "test",
+        &format!("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+    );
+    psql(
+        db,
+        &format!("DROP PUBLICATION IF EXISTS {slot}_publication"),
+    );
+}
+
+/// SeaTunnel's database `postgres_cdc` with its `inventory` schema, as its test starts.
+fn inventory() {
+    let exists = psql(
+        "test",
+        "SELECT 1 FROM pg_database WHERE datname = 'postgres_cdc'",
+    );
+    if exists.trim().is_empty() {
+        psql("test", "CREATE DATABASE postgres_cdc");
+    }
+    drop_slot("postgres_cdc", "seatunnel");
+    let out = Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "postgres_cdc",
+            "-XAtq",
+        ])
+        .args(["-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(case("inventory.sql"))
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Whether `a` and `b` hold the same rows by SQL equality (an unconstrained `numeric` of
+/// the source is written with SeaTunnel's decimal(38, 18): `500` arrives as `500.000…`,
+/// equal as a number; see docs/connectors/Postgres-CDC.md).
+fn equal_tables(db: &str, a: &str, b: &str) -> bool {
+    psql(
+        db,
+        &format!(
+            "SELECT count(*) FROM ((TABLE {a} EXCEPT ALL TABLE {b}) UNION ALL (TABLE {b} EXCEPT ALL TABLE {a})) d"
+        ),
+    )
+    .trim()
+        == "0"
+}
+
+fn table_text(db: &str, table: &str) -> String {
+    psql(db, &format!("SELECT * FROM {table} ORDER BY id"))
+}
+
+/// `PostgresCDCIT.upsertDeleteSourceTable`.
+fn upsert_delete(table: &str) {
+    let row = "'2', 32767, 65535, 2147483647, 5.5, 6.6, 123.12345, 404.4443, true, 'Hello World', 'a', 'abc', 'abcd..xyz', \
+               '2020-07-17 18:00:22.123', '2020-07-17 18:00:22.123456', '2020-07-17', '18:00:22', 500,'192.168.1.1'";
+    psql(
+        "postgres_cdc",
+        &format!(
+            "INSERT INTO {table} VALUES (2, {row}); INSERT INTO {table} VALUES (3, {row});
+             DELETE FROM {table} where id = 2; UPDATE {table} SET f_big = 10000 where id = 3;"
+        ),
+    );
+}
+
+/// Runs SeaTunnel's job file `job` until each (source, sink) pair holds the same rows,
+/// then changes the sources and waits for the sinks to follow; stops with a savepoint.
+fn seatunnel_case(job: &str, pairs: &[(&str, &str)]) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    inventory();
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let mut child = common::start_job(&case(job), "cdc", &ckpt, &[]);
+    let same = || {
+        pairs
+            .iter()
+            .all(|(s, t)| equal_tables("postgres_cdc", s, t))
+    };
+    let snapshot = common::eventually(Duration::from_secs(90), same);
+    if snapshot {
+        for (s, _) in pairs {
+            upsert_delete(s);
+        }
+    }
+    let changes = snapshot && common::eventually(Duration::from_secs(90), same);
+    common::request_savepoint("cdc", &ckpt);
+    let status = common::wait_for(&mut child, Duration::from_secs(60), job);
+    let err = common::stderr_of(child);
+    for (s, t) in pairs {
+        assert!(
+            snapshot && changes,
+            "{job}: {t} differs from {s} ({}):\n{}\nvs\n{}\n{err}",
+            if snapshot {
+                "after the changes"
+            } else {
+                "after the snapshot"
+            },
+            table_text("postgres_cdc", s),
+            table_text("postgres_cdc", t)
+        );
+    }
+    assert!(status.success(), "{job}: {err}");
+    assert!(
+        !err.contains("postgres\"") && !err.contains("password"),
+        "the password shows: {err}"
+    );
+    drop_slot("postgres_cdc", "seatunnel");
+}
+
+#[test]
+fn seatunnels_postgres_cdc_job_copies_a_table_and_its_changes() {
+    seatunnel_case(
+        "postgrescdc_to_postgres.conf",
+        &[(
+            "inventory.postgres_cdc_table_1",
+            "inventory.sink_postgres_cdc_table_1",
+        )],
+    );
+}
+
+#[test]
+fn seatunnels_custom_primary_key_job_copies_a_table_without_one() {
+    seatunnel_case(
+        "postgrescdc_to_postgres_with_custom_primary_key.conf",
+        &[(
+            "inventory.full_types_no_primary_key",
+            "inventory.sink_postgres_cdc_table_1",
+        )],
+    );
+}
+
+#[test]
+fn seatunnels_no_primary_key_job_converges_at_least_once() {
+    seatunnel_case(
+        "postgrescdc_to_postgres_with_no_primary_key.conf",
+        &[(
+            "inventory.full_types_no_primary_key",
+            "inventory.sink_postgres_cdc_table_1",
+        )],
+    );
+}
+
+#[test]
+fn seatunnels_multi_table_job_copies_each_table_into_its_own() {
+    seatunnel_case(
+        "pgcdc_to_pg_with_multi_table_mode_two_table.conf",
+        &[
+            (
+                "inventory.postgres_cdc_table_1",
+                "inventory.sink_postgres_cdc_table_1",
+            ),
+            (
+                "inventory.postgres_cdc_table_2",
+                "inventory.sink_postgres_cdc_table_2",
+            ),
+        ],
+    );
+}
+
+const CHAOS_ROWS: u64 = 20_000;
+const CHAOS_KILLS: u64 = 20;
+
+/// One transaction of the chaos workload: updates, inserts (some with large values, stored
+/// out of line) and deletes.
+fn chaos_round(round: u64, rng: &mut Rng) {
+    let m = rng.between(0, 13);
+    let base = CHAOS_ROWS + 1 + round * 10;
+    psql(
+        "test",
+        &format!(
+            "BEGIN;
+             UPDATE ferry_cdc_chaos.src SET v = v + 1, note = note || '.' WHERE id % 13 = {m} AND id % 17 = {};
+             INSERT INTO ferry_cdc_chaos.src (id, v, note) SELECT {base} + g, 0, repeat(md5(g::text), {}) FROM generate_series(0, 9) g;
+             DELETE FROM ferry_cdc_chaos.src WHERE id % 101 = {};
+             COMMIT;",
+            rng.between(0, 17),
+            rng.between(1, 300),
+            rng.between(0, 101)
+        ),
+    );
+}
+
+#[test]
+fn a_keyed_table_under_load_survives_repeated_kills_row_for_row() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    drop_slot("test", "ferry_chaos");
+    psql(
+        "test",
+        &format!(
+            "DROP SCHEMA IF EXISTS ferry_cdc_chaos CASCADE; CREATE SCHEMA ferry_cdc_chaos;
+             CREATE TABLE ferry_cdc_chaos.src (id int8 PRIMARY KEY, v int4 NOT NULL, note text);
+             CREATE TABLE ferry_cdc_chaos.dst (id int8 PRIMARY KEY, v int4 NOT NULL, note text);
+             INSERT INTO ferry_cdc_chaos.src SELECT g, 0, 'row ' || g FROM generate_series(1, {CHAOS_ROWS}) g;"
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.conf");
+    std::fs::write(
+        &job,
+        r#"
+env { job.name = "cdc-chaos", job.mode = "STREAMING", checkpoint.interval = 500 }
+source {
+  Postgres-CDC {
+    base-url = "jdbc:postgresql://127.0.0.1:5432/test"
+    username = "postgres"
+    password = "secret-not-shown"
+    table-names = ["test.ferry_cdc_chaos.src"]
+    slot.name = "ferry_chaos"
+    snapshot.split.size = 250
+    exactly_once = true
+  }
+}
+sink {
+  Jdbc {
+    url = "jdbc:postgresql://127.0.0.1:5432/test"
+    driver = "org.postgresql.Driver"
+    user = "postgres"
+    password = "secret-not-shown"
+    generate_sink_sql = true
+    database = test
+    table = ferry_cdc_chaos.dst
+    primary_keys = ["id"]
+  }
+}
+"#,
+    )
+    .unwrap();
+    let ckpt = dir.path().join("ckpt");
+    // The workload runs throughout, one transaction after another.
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut rng = Rng(0xcdc0_c4a5);
+            let mut round = 0;
+            while !stop.load(Ordering::SeqCst) {
+                chaos_round(round, &mut rng);
+                round += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            round
+        })
+    };
+    let mut rng = Rng(0x5eed_cdc1);
+    let mut kills = 0;
+    for i in 0..CHAOS_KILLS {
+        let mut child = common::start_job(&job, "chaos", &ckpt, &[]);
+        // The first kills land in the snapshot (80 chunks), the later ones in the stream.
+        let life = if i < 6 {
+            rng.between(300, 1200)
+        } else {
+            rng.between(800, 2500)
+        };
+        std::thread::sleep(Duration::from_millis(life));
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "run {i} ended by itself ({status}): {}",
+                common::stderr_of(child)
+            );
+        }
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        kills += 1;
+    }
+    // The last run starts under load too; then the workload stops and it catches up.
+    let mut last = common::start_job(&job, "chaos", &ckpt, &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::SeqCst);
+    let rounds = worker.join().unwrap();
+    let text = |t: &str| {
+        psql(
+            "test",
+            &format!("SELECT id, v, md5(note) FROM ferry_cdc_chaos.{t} ORDER BY id"),
+        )
+    };
+    let same = common::eventually(Duration::from_secs(120), || text("src") == text("dst"));
+    common::wait_running("chaos", &ckpt, "local", Duration::from_secs(30));
+    common::request_savepoint("chaos", &ckpt);
+    let status = common::wait_for(&mut last, Duration::from_secs(60), "the last run");
+    let err = common::stderr_of(last);
+    assert!(status.success(), "{err}");
+    assert!(
+        !err.contains("secret-not-shown"),
+        "the password shows: {err}"
+    );
+    assert!(
+        same,
+        "after {kills} kills and {rounds} transactions the target differs: {} rows in src, {} in dst",
+        psql("test", "SELECT count(*) FROM ferry_cdc_chaos.src").trim(),
+        psql("test", "SELECT count(*) FROM ferry_cdc_chaos.dst").trim()
+    );
+    assert!(rounds > 20, "only {rounds} workload transactions ran");
+    // Only the job's own slot, and it follows the server (no WAL held back for good).
+    let slots = psql(
+        "test",
+        "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'ferry%' ORDER BY 1",
+    );
+    assert_eq!(slots.trim(), "ferry_chaos", "slots: {slots}");
+    let behind: i64 = psql(
+        "test",
+        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = 'ferry_chaos'",
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    assert!(
+        behind < 64 << 20,
+        "the slot is {behind} bytes behind the server"
+    );
+    drop_slot("test", "ferry_chaos");
+}
