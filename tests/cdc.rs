@@ -363,3 +363,30 @@ sink {
     );
     drop_slot("test", "ferry_chaos");
 }
+
+#[test]
+fn check_states_the_guarantee_and_the_engines_and_never_shows_the_password() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    inventory();
+    let out = common::ferry()
+        .arg("check")
+        .arg(case("postgrescdc_to_postgres.conf"))
+        .output()
+        .expect("ferry check runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("Postgres-CDC") && text.contains("[replayable]"),
+        "{text}"
+    );
+    assert!(text.contains("delivery: exactly-once"), "{text}");
+    assert!(
+        text.contains("not spark:") && text.contains("replication slot"),
+        "{text}"
+    );
+    assert!(!text.contains("password = "), "{text}");
+}
