@@ -21,23 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{repo_root, Rng};
+use common::{psql, repo_root, Rng};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn psql(db: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", db, "-XAtq"])
-        .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql: {}\n{sql}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn case(name: &str) -> PathBuf {
     repo_root().join("tests/cdc").join(name)

@@ -18,28 +18,7 @@ use common::{ferry, repo_root, Rng};
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn psql(sql: &str) -> String {
-    let out = Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            "test",
-            "-XAtq",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            sql,
-        ])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql: {}\n{sql}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::psql("test", sql)
 }
 
 fn mariadb(sql: &str) -> String {

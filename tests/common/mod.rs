@@ -293,3 +293,19 @@ pub fn output_ids(dir: &Path) -> std::collections::BTreeMap<u64, usize> {
     }
     ids
 }
+
+/// Runs `sql` with `psql` on the local PostgreSQL's database `db` (stopping at the first
+/// error, which fails the test) and returns its unaligned, tuples-only output.
+pub fn psql(db: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", db, "-XAtq"])
+        .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql: {}\n{sql}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
