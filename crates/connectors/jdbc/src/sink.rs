@@ -290,6 +290,13 @@ impl SinkFactory for JdbcSinkFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Sink>> {
+        Ok(Arc::new(self.build(o, input)?))
+    }
+}
+
+impl JdbcSinkFactory {
+    /// The sink `o` configures for `input`.
+    pub(crate) fn build(&self, o: &mut Options, input: &[TableSchema]) -> Result<JdbcSink> {
         let conn = ConnInfo::from_options(o)?;
         let d = conn.dialect;
         let generate = o.bool("generate_sink_sql")?.unwrap_or(false);
@@ -451,7 +458,7 @@ impl SinkFactory for JdbcSinkFactory {
             let _ = o.get(k);
         }
         o.finish(SINK_OPTIONS)?;
-        Ok(Arc::new(JdbcSink {
+        Ok(JdbcSink {
             conn: Arc::new(conn),
             targets: Arc::new(targets),
             generate,
@@ -459,7 +466,7 @@ impl SinkFactory for JdbcSinkFactory {
             exactly_once,
             max_retries,
             max_commit_attempts,
-        }))
+        })
     }
 }
 
@@ -476,32 +483,73 @@ pub struct JdbcSink {
     max_commit_attempts: u64,
 }
 
-/// Ends every other PostgreSQL session named `session` (a previous run's writer, whose
-/// process is gone but whose statement may still run) and waits until they are gone, so
-/// that none of its writes lands after this writer's. A failure (no right to signal them)
-/// is logged: the job then runs as before.
-fn fence_sessions(c: &mut Conn, session: &str) {
-    let Conn::Pg(client) = c else {
-        return;
-    };
-    let sql = format!(
-        "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity \
-         WHERE application_name = {} AND pid <> pg_backend_pid()",
-        literal(Dialect::Postgres, session)
-    );
-    match block_on(pg_rows(client, &sql, COMPONENT)) {
-        Ok(rows) => {
-            let n = rows
-                .first()
-                .and_then(|r| r.first().cloned().flatten())
-                .unwrap_or_default();
-            if n != "0" && !n.is_empty() {
-                tracing::info!("{COMPONENT}: ended {n} session(s) of the writer's previous run");
-            }
+/// How many writer indexes a resumed job's fencing covers (a sink of more writers leaves
+/// the sessions of the ones beyond unfenced).
+const FENCED_WRITERS: usize = 64;
+
+/// Ends the sessions named `names` other than this connection (earlier runs' writers,
+/// whose processes are gone but whose statements may still run on the server and would
+/// land after the new run's): on PostgreSQL those whose `application_name` is one of them
+/// (`pg_terminate_backend`, waiting up to 10 s each); on MySQL/MariaDB the holders of those
+/// named locks (`KILL`). A failure (no right to end them) is logged, and the job goes on
+/// as before.
+async fn fence_sessions(c: &mut Conn, names: &[String]) {
+    let ended = match c {
+        Conn::Pg(client) => {
+            let list: Vec<String> = names
+                .iter()
+                .map(|n| literal(Dialect::Postgres, n))
+                .collect();
+            let sql = format!(
+                "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity \
+                 WHERE application_name IN ({}) AND pid <> pg_backend_pid()",
+                list.join(", ")
+            );
+            pg_rows(client, &sql, COMPONENT).await.map(|rows| {
+                rows.first()
+                    .and_then(|r| r.first().cloned().flatten())
+                    .unwrap_or_default()
+                    != "0"
+            })
         }
+        Conn::My(conn) => {
+            let fenced = async {
+                let mut killed = false;
+                for n in names {
+                    let holder: Option<Option<u64>> = conn
+                        .query_first(format!(
+                            "SELECT IF(IS_USED_LOCK({0}) = CONNECTION_ID(), NULL, IS_USED_LOCK({0}))",
+                            literal(Dialect::MySql, n)
+                        ))
+                        .await?;
+                    if let Some(id) = holder.flatten() {
+                        killed |= conn.query_drop(format!("KILL {id}")).await.is_ok();
+                    }
+                }
+                Ok::<bool, mysql_async::Error>(killed)
+            };
+            fenced
+                .await
+                .map_err(|e| FerryError::external(COMPONENT, e.to_string()))
+        }
+    };
+    match ended {
+        Ok(true) => tracing::info!("{COMPONENT}: ended sessions of an earlier run's writers"),
+        Ok(false) => {}
         Err(e) => tracing::warn!(
-            "{COMPONENT}: cannot end the sessions of the writer's previous run ({e}); rows it was still writing may land late"
+            "{COMPONENT}: cannot end the sessions of an earlier run's writers ({e}); rows they were still writing may land late"
         ),
+    }
+}
+
+/// On MySQL/MariaDB a writer's connection holds its named lock (without waiting: a lock
+/// held elsewhere is left alone), by which a later run finds it.
+async fn take_name(c: &mut Conn, name: &str) {
+    if let Conn::My(conn) = c {
+        let sql = format!("SELECT GET_LOCK({}, 0)", literal(Dialect::MySql, name));
+        if let Err(e) = conn.query_drop(sql).await {
+            tracing::warn!("{COMPONENT}: cannot take the writer's lock {name}: {e}");
+        }
     }
 }
 
@@ -606,6 +654,24 @@ fn block_on<T>(fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
 }
 
 impl JdbcSink {
+    /// The name of writer `subtask`'s sessions: the job, the writer and a digest of the
+    /// target tables, so that jobs that share an id but write elsewhere never meet.
+    pub(crate) fn session_name(&self, job_id: &str, subtask: usize) -> String {
+        // FNV-1a: stable across builds, unlike the standard library's hasher.
+        let mut h: u32 = 0x811c_9dc5;
+        for t in self.targets.iter() {
+            for b in t
+                .quoted
+                .bytes()
+                .chain(t.query.as_deref().unwrap_or("").bytes())
+            {
+                h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+            }
+        }
+        let job: String = job_id.chars().take(40).collect();
+        format!("ferry:{job}:{subtask}:sink:{h:08x}")
+    }
+
     async fn exists(&self, c: &mut Conn, t: &Target) -> Result<bool> {
         let (db, schema, name) = &t.parts;
         let sql = match self.conn.dialect {
@@ -758,14 +824,24 @@ impl Sink for JdbcSink {
     }
 
     fn setup(&self, ctx: &ResolveContext) -> Result<()> {
-        if !self.generate {
+        if !self.generate && !ctx.resumed {
             return Ok(());
         }
         let what = format!("preparing the target tables on {}", self.conn.address());
         ctx.block_on(&what, async {
             let mut c = Conn::open(&self.conn).await?;
-            for t in self.targets.iter().filter(|t| t.query.is_none()) {
-                self.setup_target(&mut c, t, ctx.resumed).await?;
+            let named = self.conn.dialect == Dialect::MySql
+                || !self.conn.properties.contains_key("ApplicationName");
+            if ctx.resumed && named {
+                let names: Vec<String> = (0..FENCED_WRITERS)
+                    .map(|i| self.session_name(&ctx.job.job_id, i))
+                    .collect();
+                fence_sessions(&mut c, &names).await;
+            }
+            if self.generate {
+                for t in self.targets.iter().filter(|t| t.query.is_none()) {
+                    self.setup_target(&mut c, t, ctx.resumed).await?;
+                }
             }
             Ok(())
         })
@@ -780,21 +856,27 @@ impl Sink for JdbcSink {
         // ApplicationName), so that a new writer can end the sessions of the one it
         // replaces: a process killed in the middle of a flush leaves its statement running
         // on the server, which would otherwise apply old rows after the new run's.
+        // Each writer's sessions carry a name (PostgreSQL's application_name, unless the
+        // job sets ApplicationName; a MySQL named lock), by which the setup of a resumed
+        // run ends an earlier run's sessions (see `fence_sessions`).
         let mut info = (*self.conn).clone();
-        let fence =
-            info.dialect == Dialect::Postgres && !info.properties.contains_key("ApplicationName");
-        let session = format!("ferry:{}:{}:sink", ctx.job.job_id, ctx.subtask);
-        let session: String = session.chars().take(63).collect();
-        if fence {
+        let own_name = info.properties.contains_key("ApplicationName");
+        let session = self.session_name(&ctx.job.job_id, ctx.subtask);
+        let fence = (info.dialect == Dialect::MySql || !own_name).then_some(session);
+        if let (Some(name), Dialect::Postgres) = (&fence, info.dialect) {
             info.properties
-                .insert("ApplicationName".into(), session.clone());
+                .insert("ApplicationName".into(), name.clone());
         }
         let info = Arc::new(info);
         let conn = info.clone();
-        let mut c = block_on(async move { Conn::open(&conn).await })?;
-        if fence {
-            fence_sessions(&mut c, &session);
-        }
+        let name = fence.clone();
+        let mut c = block_on(async move {
+            let mut c = Conn::open(&conn).await?;
+            if let Some(name) = &name {
+                take_name(&mut c, name).await;
+            }
+            Ok(c)
+        })?;
         let prefix = format!("ferry:{}:{}:", ctx.job.job_id, ctx.subtask);
         if self.exactly_once {
             let after = restored
@@ -806,6 +888,7 @@ impl Sink for JdbcSink {
         Ok(Box::new(JdbcWriter {
             dialect: self.conn.dialect,
             conn_info: info,
+            fence,
             conn: c,
             targets: self.targets.clone(),
             by_name: self
@@ -910,6 +993,8 @@ enum Op {
 struct JdbcWriter {
     dialect: Dialect,
     conn_info: Arc<ConnInfo>,
+    /// The name fencing this writer's earlier sessions (see `fence_sessions`), if any.
+    fence: Option<String>,
     conn: Conn,
     targets: Arc<Vec<Target>>,
     by_name: HashMap<Arc<str>, usize>,
@@ -1030,6 +1115,7 @@ impl JdbcWriter {
         self.in_tx = self.exactly_once;
         sql.push_str(&stmts.join(";\n"));
         let (conn, info, retries) = (&mut self.conn, &self.conn_info, self.max_retries);
+        let fence = self.fence.as_deref();
         block_on(async {
             let mut attempt = 0;
             loop {
@@ -1047,7 +1133,12 @@ impl JdbcWriter {
                         );
                         tokio::time::sleep(pause).await;
                         // The connection may be gone: a fresh one for the retry.
-                        if let Ok(fresh) = Conn::open(info).await {
+                        if let Ok(mut fresh) = Conn::open(info).await {
+                            // The lost connection's statement may still run: end it first.
+                            if let Some(name) = fence {
+                                fence_sessions(&mut fresh, &[name.to_string()]).await;
+                                take_name(&mut fresh, name).await;
+                            }
                             *conn = fresh;
                         }
                     }

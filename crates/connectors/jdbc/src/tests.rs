@@ -701,3 +701,70 @@ fn pg_sink_retries_a_flush_after_its_connection_is_killed() {
         );
     }
 }
+
+/// A writer of the run before a crash, as a resumed run's setup finds it: its sessions end,
+/// while a fresh run's setup leaves them alone. `alive(name)` counts the live sessions
+/// named `name`.
+fn fences_the_previous_runs_writer(url: &str, table: &str, alive: &dyn Fn(&str) -> usize) {
+    let options = json!({"url": url, "generate_sink_sql": true, "database": "test", "table": table,
+        "primary_keys": ["id"]});
+    let build = || {
+        crate::JdbcSinkFactory
+            .build(
+                &mut Options::from_json("Jdbc", options.clone()),
+                &[input_table(true)],
+            )
+            .unwrap()
+    };
+    let s = build();
+    s.setup(&resolve_ctx("sink Jdbc")).unwrap();
+    let name = s.session_name("testkit", 0);
+    let ctx = ferry_api::WriterContext {
+        subtask: 0,
+        parallelism: 1,
+        job: job(JobMode::Batch),
+        attempt: "fence".into(),
+    };
+    let w = s.create_writer(&ctx, None).unwrap();
+    assert_eq!(alive(&name), 1, "the writer's named session");
+    // A fresh run ends nothing: jobs that share a name never stop each other.
+    build().setup(&resolve_ctx("sink Jdbc")).unwrap();
+    assert_eq!(alive(&name), 1, "a fresh run ended the writer's session");
+    let mut resumed = resolve_ctx("sink Jdbc");
+    resumed.resumed = true;
+    build().setup(&resumed).unwrap();
+    let start = std::time::Instant::now();
+    while alive(&name) > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the old writer's session lives on"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(w);
+}
+
+#[test]
+fn pg_a_resumed_run_ends_the_sessions_of_the_run_before() {
+    pg("DROP SCHEMA IF EXISTS ferry_t_pg_fence CASCADE; CREATE SCHEMA ferry_t_pg_fence;");
+    fences_the_previous_runs_writer(PG_URL, "ferry_t_pg_fence.t", &|name| {
+        pg(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{name}'"
+        ))[0][0]
+            .as_deref()
+            .unwrap()
+            .parse()
+            .unwrap()
+    });
+}
+
+#[test]
+fn mysql_a_resumed_run_ends_the_sessions_of_the_run_before() {
+    my("DROP DATABASE IF EXISTS ferry_t_my_fence;\nCREATE DATABASE ferry_t_my_fence");
+    fences_the_previous_runs_writer(MY_URL, "ferry_t_my_fence.t", &|name| {
+        my(&format!("SELECT IS_USED_LOCK('{name}')"))
+            .iter()
+            .filter(|r| r[0].is_some())
+            .count()
+    });
+}
