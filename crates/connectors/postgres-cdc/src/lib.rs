@@ -409,7 +409,9 @@ impl Source for PostgresCdcSource {
     /// to outlive its micro-batch, which Spark's read tasks do not promise.
     fn needs_long_lived_reader(&self) -> Option<String> {
         Some(
-            "it streams from a replication slot, which one connection holds at a time and              confirms through: a Spark read task ends with its micro-batch (not supported              on Spark yet)"
+            "it streams from a replication slot, which one connection holds at a time and \
+             confirms through: a Spark read task ends with its micro-batch (not supported \
+             on Spark yet)"
                 .into(),
         )
     }

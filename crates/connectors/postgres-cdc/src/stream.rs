@@ -655,15 +655,39 @@ async fn connect_replication(s: &Settings, lsn: u64) -> Result<ReplicationClient
             .cloned()
             .unwrap_or_else(|| "ferry-postgres-cdc".into()),
     );
-    // A slot is active for one connection at a time: after a crash the server may still
-    // hold the dead process's connection for a moment.
-    let deadline = Instant::now() + c.connect_timeout;
+    // A slot streams to one connection at a time. The one holding it is this job's own
+    // earlier reader (the job's lock admits one run): a killed process's walsender the
+    // server has not noticed dead yet, or, on Spark, a reader a worker kept for a batch it
+    // did not get. After a short wait it is ended, so that the job goes on from its
+    // checkpoint rather than wait for it.
+    let start = Instant::now();
+    let deadline = start + c.connect_timeout;
     loop {
-        match ReplicationClient::connect(cfg.clone()).await {
+        // `connect` returns before START_REPLICATION runs: wait until the server took it.
+        let started = match ReplicationClient::connect(cfg.clone()).await {
+            Ok(mut r) => r.wait_started().await.map(|()| r),
+            Err(e) => Err(e),
+        };
+        match started {
             Ok(r) => return Ok(r),
             Err(e) => {
                 let text = e.to_string();
                 if text.contains("is active for PID") && Instant::now() < deadline {
+                    if start.elapsed() > Duration::from_secs(2) {
+                        if let Ok(sql) = connect_pg(c, COMPONENT).await {
+                            let _ = sql
+                                .execute(
+                                    "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+                                     WHERE slot_name = $1 AND active_pid IS NOT NULL",
+                                    &[&s.slot],
+                                )
+                                .await;
+                            tracing::info!(
+                                "{COMPONENT}: ended the earlier reader that still held slot '{}'",
+                                s.slot
+                            );
+                        }
+                    }
                     tokio::time::sleep(Duration::from_millis(500)).await;
                     continue;
                 }
