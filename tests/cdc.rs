@@ -376,3 +376,93 @@ fn check_states_the_guarantee_and_the_engines_and_never_shows_the_password() {
     );
     assert!(!text.contains("password = "), "{text}");
 }
+
+/// The job file of the restore test: `tables` captured into `dst_<table>`.
+fn grown_job(tables: &[&str]) -> String {
+    let names: Vec<String> = tables
+        .iter()
+        .map(|t| format!("\"test.ferry_cdc_grow.{t}\""))
+        .collect();
+    format!(
+        r#"
+env {{ job.name = "cdc-grow", job.mode = "STREAMING", checkpoint.interval = 500 }}
+source {{
+  Postgres-CDC {{
+    base-url = "jdbc:postgresql://127.0.0.1:5432/test"
+    username = "postgres"
+    table-names = [{}]
+    slot.name = "ferry_grow"
+  }}
+}}
+sink {{
+  Jdbc {{
+    url = "jdbc:postgresql://127.0.0.1:5432/test"
+    driver = "org.postgresql.Driver"
+    user = "postgres"
+    generate_sink_sql = true
+    database = test
+    schema = "ferry_cdc_grow"
+    tablePrefix = "dst_"
+    primary_keys = ["id"]
+  }}
+}}
+"#,
+        names.join(", ")
+    )
+}
+
+#[test]
+fn a_savepoint_restored_with_an_added_table_reads_that_table_from_its_snapshot() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    drop_slot("test", "ferry_grow");
+    psql(
+        "test",
+        "DROP SCHEMA IF EXISTS ferry_cdc_grow CASCADE; CREATE SCHEMA ferry_cdc_grow;
+         CREATE TABLE ferry_cdc_grow.a (id int4 PRIMARY KEY, v text);
+         CREATE TABLE ferry_cdc_grow.b (id int4 PRIMARY KEY, v text);
+         INSERT INTO ferry_cdc_grow.a SELECT g, 'a' || g FROM generate_series(1, 500) g;
+         INSERT INTO ferry_cdc_grow.b SELECT g, 'b' || g FROM generate_series(1, 700) g;",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let job = dir.path().join("job.conf");
+    let same = |t: &str| {
+        common::eventually(Duration::from_secs(60), || {
+            psql(
+                "test",
+                &format!("SELECT to_regclass('ferry_cdc_grow.dst_{t}') IS NOT NULL"),
+            )
+            .trim()
+                == "t"
+                && equal_tables(
+                    "test",
+                    &format!("ferry_cdc_grow.{t}"),
+                    &format!("ferry_cdc_grow.dst_{t}"),
+                )
+        })
+    };
+    // First run: table a only, stopped with a savepoint.
+    std::fs::write(&job, grown_job(&["a"])).unwrap();
+    let mut child = common::start_job(&job, "grow", &ckpt, &[]);
+    let first = same("a");
+    common::request_savepoint("grow", &ckpt);
+    let status = common::wait_for(&mut child, Duration::from_secs(60), "the first run");
+    let err = common::stderr_of(child);
+    assert!(first && status.success(), "{err}");
+    psql("test", "INSERT INTO ferry_cdc_grow.a VALUES (501, 'while stopped'); UPDATE ferry_cdc_grow.b SET v = 'changed' WHERE id = 1");
+    // Restored with table b added: b is read from its snapshot, a goes on from the savepoint.
+    std::fs::write(&job, grown_job(&["a", "b"])).unwrap();
+    let mut child = common::start_job(&job, "grow", &ckpt, &[]);
+    psql("test", "INSERT INTO ferry_cdc_grow.b VALUES (701, 'new'); DELETE FROM ferry_cdc_grow.a WHERE id = 2");
+    let both = same("a") && same("b");
+    common::request_savepoint("grow", &ckpt);
+    let status = common::wait_for(&mut child, Duration::from_secs(60), "the restored run");
+    let err = common::stderr_of(child);
+    assert!(both, "the targets differ after the restore: {err}");
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("resuming"),
+        "the second run did not resume: {err}"
+    );
+    drop_slot("test", "ferry_grow");
+}
