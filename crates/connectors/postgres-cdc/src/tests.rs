@@ -354,3 +354,51 @@ fn options_are_checked_before_any_connection() {
         .to_string();
     assert!(batch.contains("STREAMING"), "{batch}");
 }
+
+#[test]
+fn a_big_transaction_comes_in_bounded_batches_and_a_checkpoint_inside_it_resumes_exactly() {
+    let name = "bigtx";
+    setup(
+        name,
+        "CREATE TABLE t (id int4 PRIMARY KEY, v int4 NOT NULL, note text);",
+    );
+    let s = source(name, json!({"snapshot.fetch.size": 500})).unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    // The (empty) snapshot first, so that the slot exists before the transaction.
+    for _ in 0..20 {
+        d.step().unwrap();
+    }
+    pg(&format!(
+        "INSERT INTO ferry_cdc_{name}.t SELECT g, 1, repeat('x', 100) FROM generate_series(1, 5000) g"
+    ));
+    step_until(&mut d, |out| events(out).len() >= 1500).unwrap();
+    let snap = d.snapshot().unwrap();
+    let p = position(&snap);
+    assert!(
+        p.skip > 0,
+        "the checkpoint is not inside the transaction: {p:?}"
+    );
+    let mut kept = d.take_output();
+    for _ in 0..20 {
+        d.step().unwrap();
+    }
+    drop(d);
+    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    let before = events(&kept).len();
+    step_until(&mut d, |out| before + events(out).len() >= 5000).unwrap();
+    for _ in 0..20 {
+        d.step().unwrap();
+    }
+    kept.extend(d.take_output());
+    // Memory holds one batch at a time: no batch is larger than snapshot.fetch.size.
+    assert!(kept.iter().all(|b| b.num_rows() <= 500));
+    let mut ids: Vec<i32> = events(&kept).iter().map(|e| e.0).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        (1..=5000).collect::<Vec<_>>(),
+        "every row of the transaction once"
+    );
+    d.close().unwrap();
+    teardown(name);
+}
