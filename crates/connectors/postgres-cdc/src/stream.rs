@@ -940,20 +940,25 @@ impl Task<'_> {
             return Ok(true);
         };
         let data = p.builders.finish()?;
-        let table = &self.s.tables[p.table];
-        let keys = row_keys(table, &data)?;
+        // Keys matter only while a snapshot is under way (a window, or tables still to
+        // read): once it is done, a change's keys are not looked at again.
+        if self.window.is_some() || self.next_chunk().is_some() {
+            let table = &self.s.tables[p.table];
+            let keys = row_keys(table, &data)?;
+            let xid = self.xid;
+            if let Some(w) = self
+                .window
+                .as_mut()
+                .filter(|w| w.table == p.table && (w.open || w.invisible.contains(xid)))
+            {
+                w.touched.extend(keys.iter().cloned());
+            }
+            self.recent.push_back((xid, p.table, keys));
+            while self.recent.len() > RECENT_TXNS {
+                self.recent.pop_front();
+            }
+        }
         let xid = self.xid;
-        if let Some(w) = self
-            .window
-            .as_mut()
-            .filter(|w| w.table == p.table && (w.open || w.invisible.contains(xid)))
-        {
-            w.touched.extend(keys.iter().cloned());
-        }
-        self.recent.push_back((xid, p.table, keys));
-        while self.recent.len() > RECENT_TXNS {
-            self.recent.pop_front();
-        }
         tracing::trace!(
             "{COMPONENT}: {} changes of transaction {xid}, position {} + {}",
             p.kinds.len(),
@@ -1062,8 +1067,11 @@ impl Task<'_> {
                     .collect::<Vec<_>>(),
             ))
         };
-        let (chunk_rows, touched, invisible) =
-            (w.chunk.num_rows(), w.touched.len(), w.invisible.clone());
+        let (chunk_rows, touched, running) = (
+            w.chunk.num_rows(),
+            w.touched.len(),
+            w.invisible.running.len(),
+        );
         let rows = match keep {
             Some(mask) => filter_record_batch(&w.chunk, &mask)?,
             None => w.chunk,
@@ -1081,13 +1089,13 @@ impl Task<'_> {
             });
         }
         tracing::debug!(
-            "{COMPONENT}: chunk of {} at {}: {} of {} rows ({} keys touched), snapshot running {:?}",
+            "{COMPONENT}: chunk of {} at {}: {} of {} rows ({} keys touched, {} transactions running at its snapshot)",
             table.schema.name,
             lsn_text(lsn),
             rows.num_rows(),
             chunk_rows,
             touched,
-            invisible
+            running
         );
         let pos = self.pos.clone();
         if rows.num_rows() == 0 {
