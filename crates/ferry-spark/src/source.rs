@@ -649,7 +649,11 @@ impl PartitionReader {
                 },
             )?;
         }
-        if cache_enabled() && !s.overshot && !s.finished {
+        // A reader whose fetch task runs ahead of it (it offers a readiness signal) would
+        // go on taking data while it sits in this worker's cache; when the subtask's next
+        // batch runs in another worker, that data is lost to the reader there (a broker
+        // delivers it once). Such readers end with their batch.
+        if cache_enabled() && !s.overshot && !s.finished && reader.readiness().is_none() {
             let v = serde_json::to_value(&end).map_err(FerryError::internal)?;
             let key = format!("{}|{}", s.key_base, canonical::to_string(&v));
             let mut c = reader_cache()
