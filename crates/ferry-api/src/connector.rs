@@ -22,8 +22,11 @@
 //! calls [`SinkCommitter::commit`] again for a checkpoint that was stored but not marked
 //! published: **committers must be idempotent**.
 //!
-//! Split, reader, writer and commit states are JSON values so that the embedded engine's
-//! checkpoint files and Spark's offset logs can hold them as they are.
+//! Split, reader, writer and commit states are JSON values at this boundary so that the
+//! embedded engine's checkpoint files and Spark's offset logs can hold them as they are.
+//! Connectors keep them as their own serde types and erase them here ([`Split::typed`],
+//! [`Split::read_state`], [`encode_state`], [`decode_state`]), so a damaged or foreign
+//! state is an error naming the split, not a silent default.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -84,6 +87,39 @@ pub struct Split {
     pub id: String,
     /// Progress and anything else needed to resume reading it.
     pub state: Value,
+}
+
+impl Split {
+    /// A split whose state is a connector's own type, erased to JSON for the checkpoint.
+    pub fn typed<S: Serialize>(id: impl Into<String>, state: &S) -> Result<Split> {
+        let id = id.into();
+        let state = encode_state(state, &format!("split '{id}'"))?;
+        Ok(Split { id, state })
+    }
+
+    /// The split's state as the connector's own type. A checkpoint holding something
+    /// else (written by another version, or damaged) is an error naming the split.
+    pub fn read_state<S: serde::de::DeserializeOwned>(&self) -> Result<S> {
+        decode_state(&self.state, &format!("split '{}'", self.id))
+    }
+}
+
+/// A connector's typed state (a writer's snapshot, a commit's info, an enumerator's
+/// state) as the JSON a checkpoint holds; `what` names it in the error.
+pub fn encode_state<S: Serialize>(state: &S, what: &str) -> Result<Value> {
+    serde_json::to_value(state)
+        .map_err(|e| FerryError::internal(format!("{what} cannot be written as JSON: {e}")))
+}
+
+/// The typed state a checkpoint holds as JSON: the inverse of [`encode_state`]. What
+/// does not fit the type is an error naming `what`, never a panic or a default.
+pub fn decode_state<S: serde::de::DeserializeOwned>(state: &Value, what: &str) -> Result<S> {
+    S::deserialize(state).map_err(|e| {
+        FerryError::external(
+            "checkpoint",
+            format!("the state of {what} is not what this version of the connector wrote ({e}): {state}"),
+        )
+    })
 }
 
 /// What a source reader is given to work with.
@@ -293,6 +329,15 @@ pub trait SourceReader: Send {
     fn notify_checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<()> {
         Ok(())
     }
+    /// The reader's own figures, as `(name, value)` pairs: how far behind its input it is
+    /// (Kafka's consumer lag, a change stream's replication lag, rows still to generate).
+    /// Names are snake_case with their unit (`lag_messages`, `lag_bytes`, `lag_rows`). The
+    /// engine asks about once a second, between polls, on the reader's thread, and exports
+    /// them (`ferry_source_figure` at `/metrics`): answer from what the reader already
+    /// knows, without I/O or blocking.
+    fn figures(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
     /// Releases resources; the reader is not used afterwards.
     fn close(&mut self) -> Result<()> {
         Ok(())
@@ -422,4 +467,32 @@ pub trait Transform: Send + Sync + Debug {
 pub trait TransformInstance: Send {
     /// The transformed batch, or `None` when no row remains. Row kinds are carried through.
     fn transform(&mut self, batch: ChangeBatch) -> Result<Option<ChangeBatch>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Progress {
+        path: String,
+        rows: u64,
+    }
+
+    #[test]
+    fn a_typed_split_state_reads_back_and_a_foreign_one_is_an_error_naming_the_split() {
+        let p = Progress {
+            path: "a.csv".into(),
+            rows: 7,
+        };
+        let split = Split::typed("file-0", &p).unwrap();
+        assert_eq!(split.state, serde_json::json!({"path": "a.csv", "rows": 7}));
+        assert_eq!(split.read_state::<Progress>().unwrap(), p);
+        let damaged = Split {
+            id: "file-0".into(),
+            state: serde_json::json!({"path": "a.csv", "rows": "seven"}),
+        };
+        let e = damaged.read_state::<Progress>().unwrap_err().to_string();
+        assert!(e.contains("split 'file-0'") && e.contains("rows"), "{e}");
+    }
 }

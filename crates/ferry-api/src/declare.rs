@@ -28,7 +28,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::Result;
-use crate::options::{OptionKind, Options};
+use crate::options::{OptionKind, OptionSpec, Options};
 
 /// A type an option can have, read through [`Options`]'s typed getters.
 pub trait OptionValue: Sized {
@@ -80,6 +80,13 @@ impl OptionValue for Vec<String> {
     }
 }
 
+impl OptionValue for Vec<Value> {
+    const KIND: OptionKind = OptionKind::List;
+    fn read(o: &mut Options, key: &str) -> Result<Option<Self>> {
+        o.list(key)
+    }
+}
+
 impl OptionValue for Map<String, Value> {
     const KIND: OptionKind = OptionKind::Object;
     fn read(o: &mut Options, key: &str) -> Result<Option<Self>> {
@@ -103,6 +110,48 @@ impl OptionValue for Value {
 /// struct, `const SPECS: &[OptionSpec]` under the given name, and `Struct::read(&mut
 /// Options)`, which reads every field; call `Options::finish(SPECS)` after reading any
 /// options the struct does not hold.
+///
+/// More, after the key and after the mode:
+///
+/// - **Aliases**: `"field_delimiter" | "delimiter"`: the first key that is set is read
+///   (errors name that key); every alias is listed as an option of its own, "Old spelling
+///   of field_delimiter.", with its type's kind (a `one_of` shows on the first key only:
+///   a declarative macro cannot repeat the checks once per alias).
+/// - `, one_of VALUES` (a `&[&str]`, field type `String`): the value must be one of them,
+///   case-insensitively, and is read as the listed spelling; the kind is
+///   `OptionKind::Enum(VALUES)`, and a wrong value is an error listing the valid ones.
+/// - `, values VALUES`: the kind is `OptionKind::Enum(VALUES)` as with `one_of`, but the
+///   value is not checked here: for a plugin whose errors for a wrong value say more than
+///   the list of valid ones (why a value SeaTunnel knows is not supported).
+/// - `, min EXPR` / `, max EXPR`: bounds, checked in the order written: "must be at least
+///   1", "70000 is too large (at most 65535)". Defaults are not checked.
+/// - `, shows "TEXT"`: what `ferry connectors` shows as the default instead of the
+///   declared one, for a default that depends on other options (`optional, shows "\\u0001
+///   (text), , (csv)"`) or one whose literal reads badly.
+///
+/// ```
+/// ferry_api::declare_options! {
+///     pub struct Demo => DEMO {
+///         /// Field separator.
+///         delimiter: String = "field_delimiter" | "delimiter", default ",";
+///         /// Compression.
+///         codec: String = "compress_codec", default "none", one_of &["none", "lzo"];
+///         /// Splits.
+///         splits: u64 = "split.num", default 1, max 1000, min 1;
+///     }
+/// }
+/// let mut o = ferry_api::Options::from_json("Demo", serde_json::json!({"delimiter": ";", "compress_codec": "LZO"}));
+/// let d = Demo::read(&mut o).unwrap();
+/// assert_eq!((d.delimiter.as_str(), d.codec.as_str(), d.splits), (";", "lzo", 1));
+/// assert_eq!(DEMO[1].name, "delimiter");
+/// assert!(matches!(DEMO[2].kind, ferry_api::OptionKind::Enum(_)));
+/// let mut o = ferry_api::Options::from_json("Demo", serde_json::json!({"split.num": 0}));
+/// assert!(Demo::read(&mut o).unwrap_err().to_string().ends_with("option 'split.num': must be at least 1"));
+/// ```
+///
+/// Options read dynamically (`*.fake.mode`, one per type) stay hand-written
+/// [`OptionSpec`](crate::OptionSpec)s, joined to a generated list with
+/// [`concat_specs!`](crate::concat_specs).
 #[macro_export]
 macro_rules! declare_options {
     (
@@ -110,7 +159,8 @@ macro_rules! declare_options {
         $vis:vis struct $name:ident => $specs:ident {
             $(
                 $(#[doc = $doc:literal])*
-                $field:ident : $ty:ty = $key:literal, $mode:ident $($default:expr)? ;
+                $field:ident : $ty:ty = $key:literal $(| $alias:literal)*,
+                    $mode:ident $($default:expr)? $(, $check:ident $arg:expr)* ;
             )*
         }
     ) => {
@@ -130,11 +180,26 @@ macro_rules! declare_options {
             $(
                 $crate::OptionSpec {
                     name: $key,
-                    kind: <$ty as $crate::declare::OptionValue>::KIND,
+                    kind: $crate::declare::kind(
+                        <$ty as $crate::declare::OptionValue>::KIND,
+                        &[$($crate::declare_options!(@enum $check $arg)),*],
+                    ),
                     required: $crate::declare_options!(@required $mode),
-                    default: $crate::declare_options!(@default $mode $($default)?),
+                    default: $crate::declare::shown(
+                        $crate::declare_options!(@default $mode $($default)?),
+                        &[$($crate::declare_options!(@shows $check $arg)),*],
+                    ),
                     description: $crate::declare::trim_doc(concat!($($doc, "\n",)* "")),
                 },
+                $(
+                    $crate::OptionSpec {
+                        name: $alias,
+                        kind: <$ty as $crate::declare::OptionValue>::KIND,
+                        required: false,
+                        default: None,
+                        description: concat!("Old spelling of ", $key, "."),
+                    },
+                )*
             )*
         ];
 
@@ -144,7 +209,17 @@ macro_rules! declare_options {
             pub fn read(o: &mut $crate::Options) -> $crate::Result<Self> {
                 Ok($name {
                     $(
-                        $field: $crate::declare_options!(@read o $key $ty, $mode $($default)?),
+                        $field: {
+                            let key = $crate::declare::first_set(o, &[$key $(, $alias)*]);
+                            let raw = match <$ty as $crate::declare::OptionValue>::read(o, key)? {
+                                Some(v) => {
+                                    $(let v = $crate::declare_options!(@check o key v, $check $arg);)*
+                                    Some(v)
+                                }
+                                None => None,
+                            };
+                            $crate::declare_options!(@mode o key raw $ty, $mode $($default)?)
+                        },
                     )*
                 })
             }
@@ -156,21 +231,202 @@ macro_rules! declare_options {
     (@required $mode:ident) => { false };
     (@default default $default:expr) => { Some(stringify!($default)) };
     (@default $mode:ident) => { None };
-    (@read $o:ident $key:literal $ty:ty, default $default:expr) => {
-        match <$ty as $crate::declare::OptionValue>::read($o, $key)? {
+    (@enum one_of $arg:expr) => { Some($arg) };
+    (@enum values $arg:expr) => { Some($arg) };
+    (@enum $check:ident $arg:expr) => { None };
+    (@shows shows $arg:expr) => { Some($arg) };
+    (@shows $check:ident $arg:expr) => { None };
+    (@check $o:ident $k:ident $v:ident, min $arg:expr) => {
+        $crate::declare::check_min($o, $k, $v, $arg)?
+    };
+    (@check $o:ident $k:ident $v:ident, max $arg:expr) => {
+        $crate::declare::check_max($o, $k, $v, $arg)?
+    };
+    (@check $o:ident $k:ident $v:ident, one_of $arg:expr) => {
+        $crate::declare::check_one_of($o, $k, $v, $arg)?
+    };
+    (@check $o:ident $k:ident $v:ident, shows $arg:expr) => { $v };
+    (@check $o:ident $k:ident $v:ident, values $arg:expr) => { $v };
+    (@mode $o:ident $k:ident $raw:ident $ty:ty, default $default:expr) => {
+        match $raw {
             Some(v) => v,
             None => $crate::declare::default_of::<$ty, _>($default),
         }
     };
-    (@read $o:ident $key:literal $ty:ty, required) => {
-        match <$ty as $crate::declare::OptionValue>::read($o, $key)? {
+    (@mode $o:ident $k:ident $raw:ident $ty:ty, required) => {
+        match $raw {
             Some(v) => v,
-            None => return Err($o.error($key, "is required but not set")),
+            None => return Err($o.error($k, "is required but not set")),
         }
     };
-    (@read $o:ident $key:literal $ty:ty, optional) => {
-        <$ty as $crate::declare::OptionValue>::read($o, $key)?
-    };
+    (@mode $o:ident $k:ident $raw:ident $ty:ty, optional) => { $raw };
+}
+
+/// Joins option lists into one `&'static [OptionSpec]`, in order: a generated list and
+/// hand-written entries, or the options of one table and those around them.
+///
+/// ```
+/// use ferry_api::{OptionKind, OptionSpec};
+/// const A: &[OptionSpec] = &[OptionSpec::optional("a", OptionKind::Int, None, "a")];
+/// const B: &[OptionSpec] = &[OptionSpec::optional("b", OptionKind::Int, None, "b")];
+/// const AB: &[OptionSpec] = ferry_api::concat_specs!(A, B);
+/// assert_eq!(AB.iter().map(|s| s.name).collect::<Vec<_>>(), ["a", "b"]);
+/// ```
+#[macro_export]
+macro_rules! concat_specs {
+    ($($part:expr),+ $(,)?) => {{
+        const PARTS: &[&[$crate::OptionSpec]] = &[$($part),+];
+        const ALL: [$crate::OptionSpec; $crate::declare::total_len(PARTS)] =
+            $crate::declare::concat(PARTS);
+        &ALL
+    }};
+}
+
+/// The number of options in `parts` (used by [`concat_specs!`](crate::concat_specs)).
+pub const fn total_len(parts: &[&[OptionSpec]]) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < parts.len() {
+        n += parts[i].len();
+        i += 1;
+    }
+    n
+}
+
+/// `parts` joined (used by [`concat_specs!`](crate::concat_specs)).
+pub const fn concat<const N: usize>(parts: &[&[OptionSpec]]) -> [OptionSpec; N] {
+    let mut out = [OptionSpec::optional("", OptionKind::Any, None, ""); N];
+    let mut k = 0;
+    let mut i = 0;
+    while i < parts.len() {
+        let mut j = 0;
+        while j < parts[i].len() {
+            out[k] = parts[i][j];
+            k += 1;
+            j += 1;
+        }
+        i += 1;
+    }
+    assert!(k == N, "concat_specs: wrong length");
+    out
+}
+
+/// The kind of an option: `Enum` when a `one_of` gives its values, else its type's.
+pub const fn kind(base: OptionKind, one_of: &[Option<&'static [&'static str]>]) -> OptionKind {
+    let mut i = 0;
+    while i < one_of.len() {
+        if let Some(values) = one_of[i] {
+            return OptionKind::Enum(values);
+        }
+        i += 1;
+    }
+    base
+}
+
+/// The default `ferry connectors` shows: a `shows` text, else the declared default.
+pub const fn shown(
+    declared: Option<&'static str>,
+    shows: &[Option<&'static str>],
+) -> Option<&'static str> {
+    let mut i = 0;
+    while i < shows.len() {
+        if shows[i].is_some() {
+            return shows[i];
+        }
+        i += 1;
+    }
+    declared
+}
+
+/// The default of option `key` in `specs` as text, without the quotes of a string
+/// literal (`yyyy-MM-dd`), as `ferry connectors` shows it.
+pub fn default_text(specs: &[OptionSpec], key: &str) -> Option<&'static str> {
+    specs
+        .iter()
+        .find(|s| s.name == key)
+        .and_then(|s| s.default)
+        .map(|d| {
+            d.strip_prefix('"')
+                .and_then(|d| d.strip_suffix('"'))
+                .unwrap_or(d)
+        })
+}
+
+/// Checks an option list as `ferry connectors` prints it, for plugins' tests: no name
+/// twice, and every default a value of its option's kind (a whole number for `Int`, one
+/// of the values for `Enum`, …), except the options in `described`, whose shown default
+/// is a description (`text and json: true; csv: false`) because it depends on others.
+pub fn check_specs(specs: &[OptionSpec], described: &[&str]) -> std::result::Result<(), String> {
+    let mut names = std::collections::BTreeSet::new();
+    for s in specs {
+        if !names.insert(s.name) {
+            return Err(format!("option '{}' is listed twice", s.name));
+        }
+        if s.required && s.default.is_some() {
+            return Err(format!("option '{}' is required and has a default", s.name));
+        }
+        let Some(d) = default_text(std::slice::from_ref(s), s.name) else {
+            continue;
+        };
+        if described.contains(&s.name) {
+            continue;
+        }
+        let ok = match s.kind {
+            OptionKind::Int => d.parse::<i64>().is_ok(),
+            OptionKind::Float => d.parse::<f64>().is_ok_and(f64::is_finite),
+            OptionKind::Bool => d == "true" || d == "false",
+            OptionKind::Enum(values) => values.contains(&d),
+            OptionKind::String | OptionKind::List | OptionKind::Object | OptionKind::Any => true,
+        };
+        if !ok {
+            return Err(format!(
+                "the default of option '{}' ({d}) is not a value of its kind ({})",
+                s.name,
+                s.kind.describe()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The first of `keys` that is set, else the first (an option and its old spellings).
+pub fn first_set(o: &Options, keys: &[&'static str]) -> &'static str {
+    keys.iter()
+        .copied()
+        .find(|k| o.contains(k))
+        .unwrap_or(keys[0])
+}
+
+/// `v` if it is at least `min`, else an error naming the option.
+pub fn check_min<T: PartialOrd + std::fmt::Display>(
+    o: &Options,
+    key: &str,
+    v: T,
+    min: T,
+) -> Result<T> {
+    if v < min {
+        return Err(o.error(key, format!("must be at least {min}")));
+    }
+    Ok(v)
+}
+
+/// `v` if it is at most `max`, else an error naming the option.
+pub fn check_max<T: PartialOrd + std::fmt::Display>(
+    o: &Options,
+    key: &str,
+    v: T,
+    max: T,
+) -> Result<T> {
+    if v > max {
+        return Err(o.error(key, format!("{v} is too large (at most {max})")));
+    }
+    Ok(v)
+}
+
+/// `v` as the spelling in `allowed` it matches case-insensitively, else the error
+/// [`Options::enum_value`] gives (listing the valid values).
+pub fn check_one_of(o: &Options, key: &str, v: String, allowed: &[&'static str]) -> Result<String> {
+    o.check_enum(key, &v, allowed).map(str::to_string)
 }
 
 /// A default as a declaration writes it (`5`, `true`, `"json"`), as a value of the
@@ -250,6 +506,64 @@ mod tests {
             /// A label.
             label: String = "label", default "none";
         }
+    }
+
+    crate::declare_options! {
+        /// Test options with the extensions.
+        struct Ext => EXT {
+            /// Separator.
+            delimiter: String = "field_delimiter" | "delimiter", default ",";
+            /// Codec.
+            codec: String = "compress_codec", default "none", one_of &["none", "lzo"];
+            /// Splits.
+            splits: u64 = "split.num", default 1, max 10, min 1;
+            /// Rows.
+            rows: u64 = "rows", optional, shows "all";
+        }
+    }
+
+    #[test]
+    fn aliases_enums_bounds_and_shown_defaults() {
+        let names: Vec<&str> = EXT.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "field_delimiter",
+                "delimiter",
+                "compress_codec",
+                "split.num",
+                "rows"
+            ]
+        );
+        assert_eq!(EXT[1].description, "Old spelling of field_delimiter.");
+        assert_eq!(EXT[2].kind, crate::OptionKind::Enum(&["none", "lzo"]));
+        assert_eq!(EXT[4].default, Some("all"));
+        assert_eq!(super::default_text(EXT, "field_delimiter"), Some(","));
+        super::check_specs(EXT, &["rows"]).unwrap();
+        assert!(super::check_specs(EXT, &[]).is_err());
+
+        let mut o = Options::from_json("Ext", json!({"delimiter": ";", "compress_codec": "LZO"}));
+        let e = Ext::read(&mut o).unwrap();
+        o.finish(EXT).unwrap();
+        assert_eq!(
+            (e.delimiter.as_str(), e.codec.as_str(), e.splits, e.rows),
+            (";", "lzo", 1, None)
+        );
+        // The new spelling wins over the old.
+        let mut o = Options::from_json("Ext", json!({"delimiter": ";", "field_delimiter": "|"}));
+        assert_eq!(Ext::read(&mut o).unwrap().delimiter, "|");
+
+        let err = |v: serde_json::Value| {
+            Ext::read(&mut Options::from_json("Ext", v))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(json!({"compress_codec": "zip"}))
+            .ends_with("option 'compress_codec': invalid value 'zip' (valid values: none, lzo)"));
+        assert!(err(json!({"split.num": 0})).ends_with("option 'split.num': must be at least 1"));
+        assert!(err(json!({"split.num": 11}))
+            .ends_with("option 'split.num': 11 is too large (at most 10)"));
+        assert!(err(json!({"delimiter": [1]})).contains("option 'delimiter'"));
     }
 
     #[test]

@@ -600,17 +600,23 @@ impl Options {
     ) -> Result<Option<&'static str>> {
         match self.string(key)? {
             None => Ok(None),
-            Some(s) => match allowed.iter().find(|a| a.eq_ignore_ascii_case(s.trim())) {
-                Some(a) => Ok(Some(a)),
-                None if unset_variable(&Value::String(s.clone())).is_some() => {
-                    Err(self.error(key, ""))
-                }
-                None => Err(self.location.error_with_hint(
-                    key,
-                    format!("invalid value {}", show(key, &Value::String(s.clone()))),
-                    format!("valid values: {}", allowed.join(", ")),
-                )),
-            },
+            Some(s) => self.check_enum(key, &s, allowed).map(Some),
+        }
+    }
+
+    /// The spelling in `allowed` that `s`, the value of `key`, matches (case-insensitive),
+    /// or the error [`enum_value`](Self::enum_value) gives.
+    pub fn check_enum(&self, key: &str, s: &str, allowed: &[&'static str]) -> Result<&'static str> {
+        match allowed.iter().find(|a| a.eq_ignore_ascii_case(s.trim())) {
+            Some(a) => Ok(a),
+            None if unset_variable(&Value::String(s.to_string())).is_some() => {
+                Err(self.error(key, ""))
+            }
+            None => Err(self.location.error_with_hint(
+                key,
+                format!("invalid value {}", show(key, &Value::String(s.to_string()))),
+                format!("valid values: {}", allowed.join(", ")),
+            )),
         }
     }
 

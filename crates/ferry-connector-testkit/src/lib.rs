@@ -80,6 +80,43 @@ pub fn id_name_batches(
     (ferry_api::TableSchema::new("t", schema), out)
 }
 
+/// A name no other test, and no earlier run, uses: `ferry_{test}_{pid}_{nanos}`, only
+/// letters, digits and `_`, so valid as a queue, stream, topic or client id.
+pub fn unique_name(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("ferry_{test}_{}_{nanos}", std::process::id())
+}
+
+/// Runs `f` to its end on the process's I/O runtime ([`ferry_api::io`]), for tests that
+/// talk to a broker themselves.
+pub fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    ferry_api::io::handle()
+        .expect("the I/O runtime starts")
+        .block_on(f)
+}
+
+/// The non-null values of the first column (a `bigint` id) of every batch, sorted.
+pub fn ids(batches: &[ChangeBatch]) -> Vec<i64> {
+    let mut out: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.data
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .expect("the first column is a bigint id")
+                .iter()
+                .flatten()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// A job context for tests: the given mode, job id `testkit`.
 pub fn job(mode: JobMode) -> JobContext {
     JobContext {

@@ -216,6 +216,14 @@ impl SourceDriver {
         &self.output
     }
 
+    /// Reader `reader`'s own figures ([`SourceReader::figures`]), as the engine exports them.
+    pub fn figures(&self, reader: usize) -> Vec<(&'static str, f64)> {
+        self.readers
+            .get(reader)
+            .map(|r| r.figures())
+            .unwrap_or_default()
+    }
+
     /// The batches read so far, leaving none.
     pub fn take_output(&mut self) -> Vec<ChangeBatch> {
         std::mem::take(&mut self.output)

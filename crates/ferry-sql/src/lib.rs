@@ -17,18 +17,20 @@ mod plan;
 use std::sync::Arc;
 
 use ferry_api::{
-    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema,
-    Transform, TransformFactory, TransformInstance,
+    ChangeBatch, FerryError, JobContext, OptionSpec, Options, Result, TableSchema, Transform,
+    TransformFactory, TransformInstance,
 };
 
 /// The `Sql` transform's factory (plugin name `Sql`; job files also write `sql`).
 pub struct SqlTransformFactory;
 
-const SPECS: &[OptionSpec] = &[OptionSpec::required(
-    "query",
-    OptionKind::String,
-    "The SELECT to run on each row of the input table, named by its table name (`select * from fake where id > 1`).",
-)];
+ferry_api::declare_options! {
+    /// The `Sql` transform's options.
+    struct SqlOptions => SPECS {
+        /// The SELECT to run on each row of the input table, named by its table name (`select * from fake where id > 1`).
+        query: String = "query", required;
+    }
+}
 
 impl TransformFactory for SqlTransformFactory {
     fn name(&self) -> &'static str {
@@ -49,7 +51,7 @@ impl TransformFactory for SqlTransformFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Transform>> {
-        let query = options.required_string("query")?;
+        let query = SqlOptions::read(options)?.query;
         options.finish(SPECS)?;
         let table = match input {
             [t] => t,

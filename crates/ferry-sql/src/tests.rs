@@ -778,3 +778,9 @@ fn many_batches_reuse_the_plan() {
         assert!(!out.data.column(0).is_null(0));
     }
 }
+
+#[test]
+fn option_list_is_what_ferry_connectors_prints() {
+    ferry_api::declare::check_specs(crate::SPECS, &[]).unwrap();
+    assert!(crate::SPECS[0].required && crate::SPECS[0].name == "query");
+}

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, FieldRef, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
+use ferry_api::declare::OptionValue;
 use ferry_api::{
-    ChangeBatch, FerryError, Options, Result, TableSchema, Transform, TransformInstance,
+    ChangeBatch, FerryError, OptionKind, Options, Result, TableSchema, Transform, TransformInstance,
 };
 use serde_json::{Map, Value};
 
@@ -60,6 +61,28 @@ pub(crate) fn find_field(
         .schema
         .index_of(name)
         .map_err(|_| missing_fields(options, key, table, &[name]))
+}
+
+/// A `{ new = old }` mapping option, as [`string_map`] reads it.
+#[derive(Debug, Clone)]
+pub(crate) struct StringMap(pub Vec<(String, String)>);
+
+impl OptionValue for StringMap {
+    const KIND: OptionKind = OptionKind::Object;
+    fn read(o: &mut Options, key: &str) -> Result<Option<Self>> {
+        Ok(string_map(o, key)?.map(StringMap))
+    }
+}
+
+/// A list of `{ … }` blocks option, as [`object_list`] reads it.
+#[derive(Debug, Clone)]
+pub(crate) struct Blocks(pub Vec<Map<String, Value>>);
+
+impl OptionValue for Blocks {
+    const KIND: OptionKind = OptionKind::List;
+    fn read(o: &mut Options, key: &str) -> Result<Option<Self>> {
+        Ok(object_list(o, key)?.map(Blocks))
+    }
 }
 
 /// The `{ new = old }` style mapping in option `key`, in the order written. HOCON turns a

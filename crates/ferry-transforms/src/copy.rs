@@ -9,31 +9,22 @@ use std::sync::Arc;
 
 use arrow::datatypes::Field;
 use ferry_api::{
-    JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+    JobContext, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
 };
 
-use crate::common::{find_field, string_map, PerTable, Placement, ProjectPlan, TablePlan};
+use crate::common::{find_field, PerTable, Placement, ProjectPlan, StringMap, TablePlan};
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional(
-        "src_field",
-        OptionKind::String,
-        None,
-        "Field to copy (deprecated; use fields). Needs dest_field.",
-    ),
-    OptionSpec::optional(
-        "dest_field",
-        OptionKind::String,
-        None,
-        "Name of the copy of src_field (deprecated; use fields).",
-    ),
-    OptionSpec::optional(
-        "fields",
-        OptionKind::Object,
-        None,
-        "Copies to make: `fields { new_name = source_field, … }`.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `Copy` transform's options.
+    struct CopyOptions => SPECS {
+        /// Field to copy (deprecated; use fields). Needs dest_field.
+        src_field: String = "src_field", optional;
+        /// Name of the copy of src_field (deprecated; use fields).
+        dest_field: String = "dest_field", optional;
+        /// Copies to make: `fields { new_name = source_field, … }`.
+        fields: StringMap = "fields", optional;
+    }
+}
 
 /// Factory of the `Copy` transform.
 pub struct CopyTransformFactory;
@@ -71,9 +62,12 @@ impl TransformFactory for CopyTransformFactory {
 type CopySpec = (String, String, String);
 
 fn read_copies(options: &mut Options) -> Result<Vec<CopySpec>> {
-    let src = options.string("src_field")?;
-    let dest = options.string("dest_field")?;
-    if let Some(fields) = string_map(options, "fields")? {
+    let CopyOptions {
+        src_field: src,
+        dest_field: dest,
+        fields,
+    } = CopyOptions::read(options)?;
+    if let Some(StringMap(fields)) = fields {
         if fields.is_empty() {
             return Err(options.error(
                 "fields",

@@ -5,16 +5,18 @@
 use std::sync::Arc;
 
 use ferry_api::{
-    JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+    JobContext, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
 };
 
-use crate::common::{missing_fields, string_map, PerTable, ProjectPlan, TablePlan};
+use crate::common::{missing_fields, PerTable, ProjectPlan, StringMap, TablePlan};
 
-const SPECS: &[OptionSpec] = &[OptionSpec::required(
-    "field_mapper",
-    OptionKind::Object,
-    "Fields to keep, in output order, with their new names: `field_mapper { old_name = new_name, … }`.",
-)];
+ferry_api::declare_options! {
+    /// The `FieldMapper` transform's options.
+    struct FieldMapperOptions => SPECS {
+        /// Fields to keep, in output order, with their new names: `field_mapper { old_name = new_name, … }`.
+        mapping: StringMap = "field_mapper", required;
+    }
+}
 
 /// Factory of the `FieldMapper` transform.
 pub struct FieldMapperTransformFactory;
@@ -38,10 +40,8 @@ impl TransformFactory for FieldMapperTransformFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Transform>> {
-        let mapping = string_map(options, "field_mapper")?;
+        let StringMap(mapping) = FieldMapperOptions::read(options)?.mapping;
         options.finish(SPECS)?;
-        let mapping =
-            mapping.ok_or_else(|| options.error("field_mapper", "is required but not set"))?;
         if mapping.is_empty() {
             return Err(options.error(
                 "field_mapper",

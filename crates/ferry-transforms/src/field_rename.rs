@@ -5,26 +5,21 @@
 use std::sync::Arc;
 
 use ferry_api::{
-    JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+    JobContext, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
 };
 
-use crate::common::{
-    block_string, check_block_keys, object_list, PerTable, ProjectPlan, TablePlan,
-};
-use crate::naming::{RenameRules, RULE_SPECS};
+use crate::common::{block_string, check_block_keys, Blocks, PerTable, ProjectPlan, TablePlan};
+use crate::naming::{RenameRules, RULE_OPTIONS};
 
-const SPECS: &[OptionSpec] = &[
-    RULE_SPECS[0],
-    RULE_SPECS[1],
-    RULE_SPECS[2],
-    RULE_SPECS[3],
-    OptionSpec::optional(
-        "specific",
-        OptionKind::List,
-        None,
-        "Exact renames [{ field_name = old, target_name = new }]; a field renamed here gets no other rule.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The option FieldRename takes besides the rename rules.
+    struct SpecificOptions => SPECIFIC_SPECS {
+        /// Exact renames [{ field_name = old, target_name = new }]; a field renamed here gets no other rule.
+        specific: Blocks = "specific", optional;
+    }
+}
+
+const SPECS: &[OptionSpec] = ferry_api::concat_specs!(RULE_OPTIONS, SPECIFIC_SPECS);
 
 /// Factory of the `FieldRename` transform.
 pub struct FieldRenameTransformFactory;
@@ -50,7 +45,9 @@ impl TransformFactory for FieldRenameTransformFactory {
     ) -> Result<Arc<dyn Transform>> {
         let rules = RenameRules::read(options)?;
         let mut specific: Vec<(String, String)> = Vec::new();
-        for (i, block) in object_list(options, "specific")?
+        for (i, block) in SpecificOptions::read(options)?
+            .specific
+            .map(|b| b.0)
             .unwrap_or_default()
             .iter()
             .enumerate()

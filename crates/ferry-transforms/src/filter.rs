@@ -7,31 +7,22 @@
 use std::sync::Arc;
 
 use ferry_api::{
-    JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+    JobContext, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
 };
 
 use crate::common::{missing_fields, PerTable, ProjectPlan, TablePlan};
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional(
-        "include_fields",
-        OptionKind::List,
-        None,
-        "Fields to keep, in output order (legacy spelling: fields).",
-    ),
-    OptionSpec::optional(
-        "fields",
-        OptionKind::List,
-        None,
-        "Legacy spelling of include_fields.",
-    ),
-    OptionSpec::optional(
-        "exclude_fields",
-        OptionKind::List,
-        None,
-        "Fields to drop; the others are kept in input order.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `Filter` transform's options.
+    struct FilterOptions => SPECS {
+        /// Fields to keep, in output order (legacy spelling: fields).
+        include: Vec<String> = "include_fields", optional;
+        /// Legacy spelling of include_fields.
+        legacy_include: Vec<String> = "fields", optional;
+        /// Fields to drop; the others are kept in input order.
+        exclude: Vec<String> = "exclude_fields", optional;
+    }
+}
 
 /// Factory of the `Filter` transform.
 pub struct FilterTransformFactory;
@@ -62,14 +53,12 @@ impl TransformFactory for FilterTransformFactory {
         _job: &JobContext,
     ) -> Result<Arc<dyn Transform>> {
         // `include_fields` takes precedence over its fallback key `fields`, as in SeaTunnel.
-        let include = match options.string_list("include_fields")? {
-            Some(list) => {
-                options.string_list("fields")?;
-                Some(("include_fields", list))
-            }
-            None => options.string_list("fields")?.map(|l| ("fields", l)),
+        let o = FilterOptions::read(options)?;
+        let include = match (o.include, o.legacy_include) {
+            (Some(list), _) => Some(("include_fields", list)),
+            (None, legacy) => legacy.map(|l| ("fields", l)),
         };
-        let exclude = options.string_list("exclude_fields")?;
+        let exclude = o.exclude;
         options.finish(SPECS)?;
         let mode = match (include, exclude) {
             (Some((key, list)), None) => Mode::Include(key.to_string(), list),

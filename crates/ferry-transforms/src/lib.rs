@@ -33,3 +33,33 @@ pub use split::SplitTransformFactory;
 pub use table_filter::TableFilterTransformFactory;
 pub use table_merge::TableMergeTransformFactory;
 pub use table_rename::TableRenameTransformFactory;
+
+#[cfg(test)]
+mod option_tests {
+    use ferry_api::TransformFactory;
+
+    /// Every transform's option list as `ferry connectors` prints it: no name twice,
+    /// every default a value of its kind.
+    #[test]
+    fn option_lists_are_what_ferry_connectors_prints() {
+        let all: [&dyn TransformFactory; 12] = [
+            &super::CopyTransformFactory,
+            &super::FieldMapperTransformFactory,
+            &super::FieldRenameTransformFactory,
+            &super::FilterTransformFactory,
+            &super::FilterRowKindTransformFactory,
+            &super::JsonPathTransformFactory,
+            &super::ReplaceTransformFactory,
+            &super::RowKindExtractorTransformFactory,
+            &super::SplitTransformFactory,
+            &super::TableFilterTransformFactory,
+            &super::TableMergeTransformFactory,
+            &super::TableRenameTransformFactory,
+        ];
+        for f in all {
+            if let Err(e) = ferry_api::declare::check_specs(f.options(), &[]) {
+                panic!("{}: {e}", f.name());
+            }
+        }
+    }
+}

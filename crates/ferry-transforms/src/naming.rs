@@ -1,26 +1,27 @@
 //! Name rewriting shared by FieldRename and TableRename (`convert_case`, `prefix`, `suffix`,
 //! `replacements_with_regex`), and SeaTunnel's `database.schema.table` paths.
 
-use ferry_api::{OptionKind, OptionSpec, Options, Result};
+use ferry_api::{Options, Result};
 use regex::Regex;
 
-use crate::common::{block_bool, block_string, check_block_keys, compile_regex, object_list};
+use crate::common::{block_bool, block_string, check_block_keys, compile_regex, Blocks};
 
 /// The valid `convert_case` values.
 pub(crate) const CASES: &[&str] = &["UPPER", "LOWER"];
 
-/// The options [`RenameRules::read`] reads.
-pub(crate) const RULE_SPECS: [OptionSpec; 4] = [
-    OptionSpec::optional("convert_case", OptionKind::Enum(CASES), None, "Convert names to UPPER or LOWER case."),
-    OptionSpec::optional("prefix", OptionKind::String, None, "Text added before every name (trimmed)."),
-    OptionSpec::optional("suffix", OptionKind::String, None, "Text added after every name (trimmed)."),
-    OptionSpec::optional(
-        "replacements_with_regex",
-        OptionKind::List,
-        None,
-        "Replacement rules [{ replace_from = regex, replace_to = text, is_regex = true }]; the last rule that matches a name applies.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The options [`RenameRules::read`] reads.
+    pub(crate) struct RuleOptions => RULE_OPTIONS {
+        /// Convert names to UPPER or LOWER case.
+        convert_case: String = "convert_case", optional, one_of CASES;
+        /// Text added before every name (trimmed).
+        prefix: String = "prefix", optional;
+        /// Text added after every name (trimmed).
+        suffix: String = "suffix", optional;
+        /// Replacement rules [{ replace_from = regex, replace_to = text, is_regex = true }]; the last rule that matches a name applies.
+        replacements: Blocks = "replacements_with_regex", optional;
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Case {
@@ -54,23 +55,20 @@ pub(crate) struct RenameRules {
 impl RenameRules {
     /// Reads the rule options.
     pub(crate) fn read(options: &mut Options) -> Result<Self> {
-        let case = match options.enum_value("convert_case", CASES)? {
+        let o = RuleOptions::read(options)?;
+        let case = match o.convert_case.as_deref() {
             Some("UPPER") => Some(Case::Upper),
             Some(_) => Some(Case::Lower),
             None => None,
         };
         // SeaTunnel trims prefix, suffix and replace_to.
-        let prefix = options
-            .string("prefix")?
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default();
-        let suffix = options
-            .string("suffix")?
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default();
+        let prefix = o.prefix.map(|s| s.trim().to_string()).unwrap_or_default();
+        let suffix = o.suffix.map(|s| s.trim().to_string()).unwrap_or_default();
         let key = "replacements_with_regex";
         let mut replacements = Vec::new();
-        for (i, block) in object_list(options, key)?
+        for (i, block) in o
+            .replacements
+            .map(|b| b.0)
             .unwrap_or_default()
             .iter()
             .enumerate()

@@ -9,28 +9,23 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, StringArray};
 use arrow::datatypes::{DataType, Field};
 use ferry_api::{
-    ChangeBatch, JobContext, OptionKind, OptionSpec, Options, Result, RowKind, TableSchema,
-    Transform, TransformFactory,
+    ChangeBatch, JobContext, OptionSpec, Options, Result, RowKind, TableSchema, Transform,
+    TransformFactory,
 };
 
 use crate::common::{PerTable, Placement, TablePlan};
 
 const TYPES: &[&str] = &["SHORT", "FULL"];
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional(
-        "custom_field_name",
-        OptionKind::String,
-        Some("row_kind"),
-        "Name of the field that receives the row kind.",
-    ),
-    OptionSpec::optional(
-        "transform_type",
-        OptionKind::Enum(TYPES),
-        Some("SHORT"),
-        "SHORT (+I, -U, +U, -D) or FULL (INSERT, UPDATE_BEFORE, …).",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `RowKindExtractor` transform's options.
+    struct RowKindExtractorOptions => SPECS {
+        /// Name of the field that receives the row kind.
+        field: String = "custom_field_name", default "row_kind";
+        /// SHORT (+I, -U, +U, -D) or FULL (INSERT, UPDATE_BEFORE, …).
+        transform_type: String = "transform_type", default "SHORT", one_of TYPES;
+    }
+}
 
 /// Factory of the `RowKindExtractor` transform.
 pub struct RowKindExtractorTransformFactory;
@@ -54,10 +49,9 @@ impl TransformFactory for RowKindExtractorTransformFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Transform>> {
-        let field = options
-            .string("custom_field_name")?
-            .unwrap_or_else(|| "row_kind".to_string());
-        let full = options.enum_value("transform_type", TYPES)? == Some("FULL");
+        let o = RowKindExtractorOptions::read(options)?;
+        let field = o.field;
+        let full = o.transform_type == "FULL";
         options.finish(SPECS)?;
         if field.is_empty() {
             return Err(options.error("custom_field_name", "must not be empty"));

@@ -13,26 +13,24 @@ use arrow::compute::{can_cast_types, cast};
 use arrow::datatypes::{DataType, Field};
 use ferry_api::types::type_name;
 use ferry_api::{
-    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema,
-    Transform, TransformFactory,
+    ChangeBatch, FerryError, JobContext, OptionSpec, Options, Result, TableSchema, Transform,
+    TransformFactory,
 };
 use regex::Regex;
 
 use crate::common::{compile_regex, find_field, java_split, PerTable, Placement, TablePlan};
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::required(
-        "separator",
-        OptionKind::String,
-        "Where to split: a regular expression, as in Java's String.split.",
-    ),
-    OptionSpec::required("split_field", OptionKind::String, "The field to split."),
-    OptionSpec::required(
-        "output_fields",
-        OptionKind::List,
-        "Names of the string fields that receive the parts, in order.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `Split` transform's options.
+    struct SplitOptions => SPECS {
+        /// Where to split: a regular expression, as in Java's String.split.
+        separator: String = "separator", required;
+        /// The field to split.
+        field: String = "split_field", required;
+        /// Names of the string fields that receive the parts, in order.
+        outputs: Vec<String> = "output_fields", required;
+    }
+}
 
 /// Factory of the `Split` transform.
 pub struct SplitTransformFactory;
@@ -56,15 +54,12 @@ impl TransformFactory for SplitTransformFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Transform>> {
-        let separator = options.string("separator")?;
-        let field = options.string("split_field")?;
-        let outputs = options.string_list("output_fields")?;
+        let SplitOptions {
+            separator,
+            field,
+            outputs,
+        } = SplitOptions::read(options)?;
         options.finish(SPECS)?;
-        let (Some(separator), Some(field), Some(outputs)) = (separator, field, outputs) else {
-            return Err(FerryError::internal(
-                "Split: required options passed the check but are missing",
-            ));
-        };
         if outputs.is_empty() {
             return Err(options.error("output_fields", "must name at least one field"));
         }

@@ -8,8 +8,7 @@
 use std::sync::Arc;
 
 use ferry_api::{
-    ChangeBatch, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform,
-    TransformFactory,
+    ChangeBatch, JobContext, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
 };
 use regex::Regex;
 
@@ -18,32 +17,19 @@ use crate::naming::TablePath;
 
 const MODES: &[&str] = &["INCLUDE", "EXCLUDE"];
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional(
-        "database_pattern",
-        OptionKind::String,
-        None,
-        "Regex the database part of the table name must match.",
-    ),
-    OptionSpec::optional(
-        "schema_pattern",
-        OptionKind::String,
-        None,
-        "Regex the schema part of the table name must match.",
-    ),
-    OptionSpec::optional(
-        "table_pattern",
-        OptionKind::String,
-        None,
-        "Regex the table part of the table name must match.",
-    ),
-    OptionSpec::optional(
-        "pattern_mode",
-        OptionKind::Enum(MODES),
-        Some("INCLUDE"),
-        "INCLUDE keeps matching tables, EXCLUDE drops them.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `TableFilter` transform's options.
+    struct TableFilterOptions => SPECS {
+        /// Regex the database part of the table name must match.
+        database_pattern: String = "database_pattern", optional;
+        /// Regex the schema part of the table name must match.
+        schema_pattern: String = "schema_pattern", optional;
+        /// Regex the table part of the table name must match.
+        table_pattern: String = "table_pattern", optional;
+        /// INCLUDE keeps matching tables, EXCLUDE drops them.
+        pattern_mode: String = "pattern_mode", default "INCLUDE", one_of MODES;
+    }
+}
 
 /// Factory of the `TableFilter` transform.
 pub struct TableFilterTransformFactory;
@@ -67,19 +53,21 @@ impl TransformFactory for TableFilterTransformFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Transform>> {
+        let o = TableFilterOptions::read(options)?;
         let mut patterns: Vec<Option<Regex>> = Vec::with_capacity(3);
-        for key in ["database_pattern", "schema_pattern", "table_pattern"] {
+        for (key, pattern) in [
+            ("database_pattern", o.database_pattern),
+            ("schema_pattern", o.schema_pattern),
+            ("table_pattern", o.table_pattern),
+        ] {
             // Java's String.matches: the whole text must match.
-            let re = match options.string(key)? {
+            let re = match pattern {
                 Some(p) => Some(compile_regex(options, key, &format!("^(?:{p})$"))?),
                 None => None,
             };
             patterns.push(re);
         }
-        let include = options
-            .enum_value("pattern_mode", MODES)?
-            .unwrap_or("INCLUDE")
-            == "INCLUDE";
+        let include = o.pattern_mode == "INCLUDE";
         options.finish(SPECS)?;
         let mut plans: Vec<(Arc<str>, Arc<dyn TablePlan>)> = Vec::with_capacity(input.len());
         for table in input {

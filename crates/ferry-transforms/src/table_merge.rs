@@ -6,31 +6,23 @@ use std::sync::Arc;
 
 use ferry_api::types::{same_type, type_name};
 use ferry_api::{
-    JobContext, OptionKind, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
+    JobContext, OptionSpec, Options, Result, TableSchema, Transform, TransformFactory,
 };
 
 use crate::common::{PerTable, ProjectPlan, TablePlan};
 use crate::naming::TablePath;
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::optional(
-        "database",
-        OptionKind::String,
-        None,
-        "Database part of the merged table's name.",
-    ),
-    OptionSpec::optional(
-        "schema",
-        OptionKind::String,
-        None,
-        "Schema part of the merged table's name.",
-    ),
-    OptionSpec::required(
-        "table",
-        OptionKind::String,
-        "Table part of the merged table's name.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `TableMerge` transform's options.
+    struct TableMergeOptions => SPECS {
+        /// Database part of the merged table's name.
+        database: String = "database", optional;
+        /// Schema part of the merged table's name.
+        schema: String = "schema", optional;
+        /// Table part of the merged table's name.
+        table: String = "table", required;
+    }
+}
 
 /// Factory of the `TableMerge` transform.
 pub struct TableMergeTransformFactory;
@@ -54,11 +46,12 @@ impl TransformFactory for TableMergeTransformFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Transform>> {
-        let database = options.string("database")?;
-        let schema = options.string("schema")?;
-        let table = options.string("table")?;
+        let TableMergeOptions {
+            database,
+            schema,
+            table,
+        } = TableMergeOptions::read(options)?;
         options.finish(SPECS)?;
-        let table = table.ok_or_else(|| options.error("table", "is required but not set"))?;
         if table.is_empty() {
             return Err(options.error("table", "must not be empty"));
         }

@@ -10,9 +10,9 @@ use ferry_api::{
 };
 
 use crate::common::{PerTable, ProjectPlan, TablePlan};
-use crate::naming::{RenameRules, TablePath, RULE_SPECS};
+use crate::naming::{RenameRules, TablePath, RULE_OPTIONS};
 
-const SPECS: &[OptionSpec] = &RULE_SPECS;
+const SPECS: &[OptionSpec] = RULE_OPTIONS;
 
 /// Factory of the `TableRename` transform.
 pub struct TableRenameTransformFactory;

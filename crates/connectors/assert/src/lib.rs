@@ -28,30 +28,27 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use ferry_api::types::same_type;
 use ferry_api::{
-    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, PluginLocation, Result,
-    Sink, SinkCommitter, SinkDelivery, SinkFactory, SinkWriter, TableId, TableSchema,
-    WriterContext,
+    decode_state, encode_state, ChangeBatch, FerryError, JobContext, OptionSpec, Options,
+    PluginLocation, Result, Sink, SinkCommitter, SinkDelivery, SinkFactory, SinkWriter, TableId,
+    TableSchema, WriterContext,
 };
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::check::BoundRules;
 use crate::rules::{describe_columns, find_table, parse_rules, CatalogRule, Scope, TableRules};
 
 const COMPONENT: &str = "Assert";
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::required(
-        "rules",
-        OptionKind::Object,
-        "row_rules, field_rules, catalog_table_rule, tables_configs and table-names; see docs/connectors/Assert.md",
-    ),
-    OptionSpec::optional(
-        "multi_table_sink_replica",
-        OptionKind::Int,
-        Some("1"),
-        "SeaTunnel's writer replicas per table; accepted for compatibility, Ferry uses the sink's parallelism.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `Assert` sink's options.
+    struct AssertOptions => SPECS {
+        /// row_rules, field_rules, catalog_table_rule, tables_configs and table-names; see docs/connectors/Assert.md
+        rules: Map<String, Value> = "rules", required;
+        /// SeaTunnel's writer replicas per table; accepted for compatibility, Ferry uses the sink's parallelism.
+        _replica: i64 = "multi_table_sink_replica", default 1;
+    }
+}
 
 /// Creates `Assert` sinks.
 #[derive(Debug, Clone, Copy, Default)]
@@ -76,11 +73,8 @@ impl SinkFactory for AssertSinkFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Sink>> {
-        let rules_block = options.object("rules")?;
-        options.i64("multi_table_sink_replica")?;
+        let rules_block = AssertOptions::read(options)?.rules;
         options.finish(SPECS)?;
-        let rules_block =
-            rules_block.ok_or_else(|| options.error("rules", "is required but not set"))?;
         let loc = options.location().clone();
         let parsed = parse_rules(&rules_block, &loc)?;
         let routes = match parsed.scope {
@@ -389,12 +383,10 @@ impl Sink for AssertSink {
         ctx: &WriterContext,
         restored: Option<Value>,
     ) -> Result<Box<dyn SinkWriter>> {
-        let mut rows = BTreeMap::new();
-        if let Some(state) = &restored {
-            rows = read_counts(state.get("rows")).ok_or_else(|| {
-                FerryError::internal(format!("Assert: malformed writer state {state}"))
-            })?;
-        }
+        let rows = match &restored {
+            Some(state) => decode_state::<WriterState>(state, "an Assert writer")?.rows,
+            None => BTreeMap::new(),
+        };
         Ok(Box::new(AssertWriter {
             shared: self.shared.clone(),
             subtask: ctx.subtask,
@@ -412,22 +404,17 @@ impl Sink for AssertSink {
     }
 }
 
-fn read_counts(v: Option<&Value>) -> Option<BTreeMap<String, u64>> {
-    match v? {
-        Value::Object(m) => m
-            .iter()
-            .map(|(t, n)| n.as_u64().map(|n| (t.clone(), n)))
-            .collect(),
-        _ => None,
-    }
+/// A writer's snapshot: rows received per table since the job started.
+#[derive(Debug, Serialize, Deserialize)]
+struct WriterState {
+    rows: BTreeMap<String, u64>,
 }
 
-fn counts_json(rows: &BTreeMap<String, u64>) -> Value {
-    Value::Object(
-        rows.iter()
-            .map(|(t, n)| (t.clone(), json!(n)))
-            .collect::<Map<_, _>>(),
-    )
+/// A writer's commit info: its running totals (not deltas), by subtask.
+#[derive(Debug, Serialize, Deserialize)]
+struct CommitInfo {
+    subtask: u64,
+    rows: BTreeMap<String, u64>,
 }
 
 /// Checks field rules on each batch and counts rows per table.
@@ -508,13 +495,18 @@ impl SinkWriter for AssertWriter {
     fn prepare_commit(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
         // Running totals, not deltas: the committer keeps each writer's latest, so a
         // restart (counts restored from the snapshot) never counts a row twice.
-        Ok(Some(
-            json!({ "subtask": self.subtask, "rows": counts_json(&self.rows) }),
-        ))
+        let info = CommitInfo {
+            subtask: self.subtask as u64,
+            rows: self.rows.clone(),
+        };
+        encode_state(&info, "an Assert commit").map(Some)
     }
 
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
-        Ok(Some(json!({ "rows": counts_json(&self.rows) })))
+        let state = WriterState {
+            rows: self.rows.clone(),
+        };
+        encode_state(&state, "an Assert writer").map(Some)
     }
 }
 
@@ -542,12 +534,10 @@ impl AssertCommitter {
 impl SinkCommitter for AssertCommitter {
     fn commit(&mut self, checkpoint_id: u64, infos: Vec<Value>) -> Result<()> {
         for info in infos {
-            let subtask = info.get("subtask").and_then(Value::as_u64);
-            let (Some(subtask), Some(counts)) = (subtask, read_counts(info.get("rows"))) else {
-                return Err(FerryError::internal(format!(
-                    "Assert: malformed commit info {info}"
-                )));
-            };
+            let CommitInfo {
+                subtask,
+                rows: counts,
+            } = decode_state(&info, "an Assert commit")?;
             if self
                 .latest
                 .get(&subtask)

@@ -57,6 +57,7 @@ impl SinkFactory for ConsoleSinkFactory {
             print: o.print,
             delay: Duration::from_millis(o.delay_ms),
             input: input.to_vec(),
+            out: Output::Stdout,
         }))
     }
 }
@@ -67,6 +68,41 @@ pub struct ConsoleSink {
     print: bool,
     delay: Duration,
     input: Vec<TableSchema>,
+    out: Output,
+}
+
+/// Where the rows go: standard output, or (in tests) a buffer the test reads back.
+#[derive(Debug, Clone)]
+enum Output {
+    Stdout,
+    #[cfg(test)]
+    Buffer(Arc<std::sync::Mutex<Vec<u8>>>),
+}
+
+impl Output {
+    fn write(&self, text: &str) -> std::io::Result<()> {
+        match self {
+            Output::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes())?;
+                out.flush()
+            }
+            #[cfg(test)]
+            Output::Buffer(b) => {
+                b.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend_from_slice(text.as_bytes());
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A Console writer's state in a checkpoint: rows numbered so far, so that numbering
+/// continues after a restore.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct WriterState {
+    row_index: u64,
 }
 
 impl Sink for ConsoleSink {
@@ -101,15 +137,15 @@ impl Sink for ConsoleSink {
             );
         }
         // The row index continues after a restore, as the printed numbering would otherwise repeat.
-        let row_index = restored
-            .as_ref()
-            .and_then(|v| v.get("row_index"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
+        let row_index = match &restored {
+            Some(v) => ferry_api::decode_state::<WriterState>(v, "a Console writer")?.row_index,
+            None => 0,
+        };
         Ok(Box::new(ConsoleWriter {
             subtask: ctx.subtask,
             print: self.print,
             delay: self.delay,
+            out: self.out.clone(),
             row_index,
             lines: Vec::new(),
             text: String::new(),
@@ -123,6 +159,7 @@ pub struct ConsoleWriter {
     subtask: usize,
     print: bool,
     delay: Duration,
+    out: Output,
     row_index: u64,
     /// One line per row of the current batch, reused across batches.
     lines: Vec<String>,
@@ -169,12 +206,6 @@ impl ConsoleWriter {
         }
         &self.text
     }
-
-    fn print_text(text: &str) -> std::io::Result<()> {
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())?;
-        out.flush()
-    }
 }
 
 fn stdout_error(e: std::io::Error) -> FerryError {
@@ -194,12 +225,12 @@ impl SinkWriter for ConsoleWriter {
         if self.delay.is_zero() {
             // One locked write per batch: no per-row flush.
             self.render(batch);
-            return Self::print_text(&self.text).map_err(stdout_error);
+            return self.out.write(&self.text).map_err(stdout_error);
         }
         // With a delay, rows appear one at a time, as SeaTunnel sleeps after each row.
         self.render(batch);
         for line in self.text.split_inclusive('\n') {
-            Self::print_text(line).map_err(stdout_error)?;
+            self.out.write(line).map_err(stdout_error)?;
             std::thread::sleep(self.delay);
         }
         Ok(())
@@ -210,7 +241,10 @@ impl SinkWriter for ConsoleWriter {
     }
 
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
-        Ok(Some(serde_json::json!({ "row_index": self.row_index })))
+        let state = WriterState {
+            row_index: self.row_index,
+        };
+        Ok(Some(ferry_api::encode_state(&state, "a Console writer")?))
     }
 }
 
@@ -250,6 +284,7 @@ mod tests {
             subtask,
             print: true,
             delay: Duration::ZERO,
+            out: Output::Stdout,
             row_index,
             lines: Vec::new(),
             text: String::new(),
@@ -374,6 +409,7 @@ mod tests {
             print: false,
             delay: Duration::ZERO,
             input: vec![],
+            out: Output::Stdout,
         };
         let ctx = WriterContext {
             subtask: 0,
@@ -385,5 +421,57 @@ mod tests {
         let data = batch(&[("a", "int")], &[json!([1]), json!([2])]);
         w.write(&ChangeBatch::inserts("t".into(), data)).unwrap();
         assert_eq!(w.snapshot(1).unwrap(), Some(json!({"row_index": 2})));
+    }
+
+    /// The printed lines read back as rows of the kit's `t (id bigint, name string)`.
+    fn printed_rows(out: &std::sync::Mutex<Vec<u8>>) -> Result<Vec<ChangeBatch>> {
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        let (mut ids, mut names) = (Vec::new(), Vec::new());
+        for line in text.lines() {
+            let (head, values) = line.split_once(" : ").unwrap();
+            assert!(
+                head.contains("SeaTunnelRow#tableId=t SeaTunnelRow#kind=INSERT"),
+                "{line}"
+            );
+            let (id, name) = values.split_once(", ").unwrap();
+            ids.push(id.parse::<i64>().unwrap());
+            names.push(name.to_string());
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", arrow::datatypes::DataType::Int64, true),
+            Field::new("name", arrow::datatypes::DataType::Utf8, true),
+        ]));
+        let data = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(arrow::array::Int64Array::from(ids)),
+                Arc::new(arrow::array::StringArray::from(names)),
+            ],
+        )
+        .unwrap();
+        Ok(vec![ChangeBatch::inserts("t".into(), data)])
+    }
+
+    #[test]
+    fn every_row_is_printed_at_least_once_through_crashes_and_restores() {
+        let out = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (table, input) = ferry_connector_testkit::id_name_batches(8, 25, "row");
+        let make = || -> Result<Arc<dyn Sink>> {
+            Ok(Arc::new(ConsoleSink {
+                print: true,
+                delay: Duration::ZERO,
+                input: vec![table.clone()],
+                out: Output::Buffer(out.clone()),
+            }))
+        };
+        ferry_connector_testkit::check_sink(
+            SinkDelivery::AtLeastOnce,
+            &make,
+            2,
+            ferry_connector_testkit::job(JobMode::Streaming),
+            &input,
+            &|| printed_rows(&out),
+        )
+        .unwrap();
     }
 }

@@ -17,7 +17,7 @@ use ferry_api::options::COMMON_OPTIONS;
 use ferry_api::{FerryError, JobContext, OptionSpec, Options, Result, Source, SourceFactory};
 use serde_json::Value;
 
-use crate::config::{read_table, stray_fake_modes, OPTIONS, TABLE_OPTIONS};
+use crate::config::{read_table, stray_fake_modes, SeedOption, TopOptions, OPTIONS, TABLE_OPTIONS};
 pub use crate::source::{FakeSource, BATCH_ROWS};
 
 /// The factory of SeaTunnel's `FakeSource` plugin; register it with the binary.
@@ -51,8 +51,8 @@ impl SourceFactory for FakeSourceFactory {
     }
 
     fn create(&self, options: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
-        let seed = options.i64("seed")?.unwrap_or(0) as u64;
-        let tables = match options.list("tables_configs")? {
+        let seed = SeedOption::read(options)?.seed as u64;
+        let tables = match TopOptions::read(options)?.tables_configs {
             None => {
                 let name = default_table_name(options)?;
                 let t = read_table(options, name.as_deref(), seed)?;

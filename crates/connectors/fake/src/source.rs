@@ -9,8 +9,8 @@ use arrow::array::{Array, ArrayRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use chrono::Datelike;
 use ferry_api::{
-    Boundedness, ChangeBatch, EnumeratorContext, FerryError, JobMode, ReadStatus, ReaderContext,
-    Result, Source, SourceReader, Split, SplitEnumerator, TableSchema,
+    decode_state, encode_state, Boundedness, ChangeBatch, EnumeratorContext, FerryError, JobMode,
+    ReadStatus, ReaderContext, Result, Source, SourceReader, Split, SplitEnumerator, TableSchema,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -51,20 +51,11 @@ pub(crate) struct SplitState {
 
 impl SplitState {
     fn to_split(&self) -> Result<Split> {
-        let state = serde_json::to_value(self).map_err(FerryError::internal)?;
-        Ok(Split {
-            id: format!("{}_{}", self.table, self.index),
-            state,
-        })
+        Split::typed(format!("{}_{}", self.table, self.index), self)
     }
 
     fn from_split(s: &Split) -> Result<Self> {
-        serde_json::from_value(s.state.clone()).map_err(|e| {
-            FerryError::internal(format!(
-                "FakeSource: unreadable state of split '{}': {e}",
-                s.id
-            ))
-        })
+        s.read_state()
     }
 }
 
@@ -93,9 +84,10 @@ impl Source for FakeSource {
         let parallelism = ctx.parallelism.max(1);
         let state = match restored {
             None | Some(Value::Null) => None,
-            Some(v) => Some(serde_json::from_value::<EnumeratorState>(v).map_err(|e| {
-                FerryError::internal(format!("FakeSource: unreadable enumerator state: {e}"))
-            })?),
+            Some(v) => Some(decode_state::<EnumeratorState>(
+                &v,
+                "the FakeSource enumerator",
+            )?),
         };
         Ok(Box::new(FakeEnumerator {
             tables: self.tables.clone(),
@@ -197,13 +189,13 @@ impl SplitEnumerator for FakeEnumerator {
                 Ok(st) => self.state.pending.push(st),
                 // Only this source makes these splits; an unreadable one cannot be read
                 // again either, so it is dropped rather than failing the job here.
-                Err(_) => continue,
+                Err(e) => tracing::warn!("FakeSource: split given back is dropped: {e}"),
             }
         }
     }
 
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
-        serde_json::to_value(&self.state).map_err(FerryError::internal)
+        encode_state(&self.state, "the FakeSource enumerator")
     }
 }
 
@@ -295,6 +287,19 @@ impl FakeReader {
 }
 
 impl SourceReader for FakeReader {
+    /// `lag_rows`: rows of the splits it owns still to be returned.
+    fn figures(&self) -> Vec<(&'static str, f64)> {
+        let left: u64 = self
+            .splits
+            .iter()
+            .filter_map(|s| {
+                let t = &self.tables[*self.by_name.get(&s.table)?];
+                Some(self.total(s, t).saturating_sub(s.emitted))
+            })
+            .sum();
+        vec![("lag_rows", left as f64)]
+    }
+
     fn add_splits(&mut self, splits: Vec<Split>) -> Result<()> {
         for s in splits {
             let st = SplitState::from_split(&s)?;

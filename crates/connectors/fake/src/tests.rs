@@ -798,3 +798,23 @@ fn the_schema_block_gives_the_table_its_catalog_id_and_keys() {
         "{e}"
     );
 }
+
+#[test]
+fn option_list_is_what_ferry_connectors_prints_and_the_defaults_are_used() {
+    use ferry_api::declare::{check_specs, default_text};
+    check_specs(OPTIONS, &[]).unwrap();
+    check_specs(TABLE_OPTIONS, &[]).unwrap();
+    assert_eq!(OPTIONS.len(), TABLE_OPTIONS.len() + 1);
+    // A table built from nothing but a schema gets the defaults `ferry connectors` shows.
+    let mut o = Options::from_json("FakeSource", json!({"schema": {"fields": {"a": "int"}}}));
+    let seed = crate::config::SeedOption::read(&mut o).unwrap().seed as u64;
+    let t = crate::config::read_table(&mut o, None, seed).unwrap();
+    o.finish(OPTIONS).unwrap();
+    let default = |k: &str| default_text(OPTIONS, k).unwrap().parse::<u64>().unwrap();
+    assert_eq!(t.row_num, default("row.num"));
+    assert_eq!(t.split_num, default("split.num"));
+    assert_eq!(t.read_interval_ms, default("split.read-interval"));
+    assert_eq!(t.seed, default("seed"));
+    assert_eq!(t.gen.string_length as u64, default("string.length"));
+    assert_eq!(t.gen.map_size as u64, default("map.size"));
+}

@@ -3,7 +3,7 @@
 //! With `tables_configs` it reads several tables, each with its own path, format, options
 //! and schema; every split names its table, so readers and restores keep them apart.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,15 +11,17 @@ use std::time::Duration;
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use ferry_api::catalog::read_schema_keys;
+use ferry_api::declare::{default_text, first_set};
 use ferry_api::options::COMMON_OPTIONS;
 use ferry_api::types::schema_from_fields;
 use ferry_api::{
-    Boundedness, CatalogInfo, ChangeBatch, EnumeratorContext, FerryError, JobContext, JobMode,
-    OptionKind, OptionSpec, Options, ReadStatus, ReaderContext, Result, Source, SourceFactory,
-    SourceReader, Split, SplitEnumerator, TableId, TableSchema,
+    decode_state, encode_state, Boundedness, CatalogInfo, ChangeBatch, EnumeratorContext,
+    FerryError, JobContext, JobMode, OptionSpec, Options, ReadStatus, ReaderContext, Result,
+    Source, SourceFactory, SourceReader, Split, SplitEnumerator, TableId, TableSchema,
 };
 use regex::Regex;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::read::{self, FileCursor, Format, ReadSpec, COMPONENT};
 use crate::text::{TimeFormat, TimeFormats};
@@ -29,41 +31,65 @@ const FORMATS: &[&str] = &[
     "text", "csv", "json", "parquet", "orc", "excel", "xml", "binary", "avro", "markdown",
 ];
 
-/// `tables_configs`: several tables, each an entry with the options of one table.
-const TABLES_CONFIGS: OptionSpec = OptionSpec::optional("tables_configs", OptionKind::List, None, "Several tables: a list of entries, each with the options below (path, file_format_type, schema { table, fields }, …) for one table, named by its schema.table. Nothing else may be set beside it.");
+ferry_api::declare_options! {
+    /// The options of one table: the plugin block itself, or one `tables_configs` entry.
+    pub(crate) struct TableOptions => TABLE_OPTIONS {
+        /// File or directory to read (directories are read recursively; names starting with '.' or '_' are skipped). Inside each entry when tables_configs is set.
+        path: String = "path", required;
+        /// File format: text, csv, json or parquet (orc, excel, xml, binary are not supported). Inside each entry when tables_configs is set.
+        format: String = "file_format_type", required, one_of FORMATS;
+        /// schema { table = "db.name", fields { name = type } }: fields are required for csv and json (an empty block reads no columns); text without them is one `content` column; parquet reads the file's own. table names the table (default: plugin_output, else `default`).
+        schema: Map<String, Value> = "schema", optional;
+        /// Columns to read, in output order.
+        read_columns: Vec<String> = "read_columns", optional;
+        /// Field separator, a Java regex as in SeaTunnel ("\\|" is a literal |).
+        // The default depends on the format (see `read_table`), so it is only shown.
+        field_delimiter: String = "field_delimiter" | "delimiter", optional, shows "\\u0001 (text), , (csv)";
+        /// Row separator; lines end at \n (a trailing \r is dropped).
+        _row_delimiter: String = "row_delimiter", default "\n", shows "\\n";
+        /// Add hive-style `k=v` directories of the file path as string columns.
+        parse_partition: bool = "parse_partition_from_path", default true;
+        /// Date format of text and csv.
+        date_format: String = "date_format", default "yyyy-MM-dd";
+        /// Date-time format of text and csv.
+        datetime_format: String = "datetime_format", default "yyyy-MM-dd HH:mm:ss";
+        /// Time format of text and csv.
+        time_format: String = "time_format", default "HH:mm:ss";
+        /// Lines to skip at the start of each text or csv file.
+        skip_header: u64 = "skip_header_row_number", default 0;
+        /// CSV: the first line names the columns (matched to the schema by name).
+        csv_use_header_line: bool = "csv_use_header_line", default false;
+        /// Character set of text, csv and json files.
+        encoding: String = "encoding", default "UTF-8";
+        /// Compression of text, csv and json files (lzop files are also recognised by their magic bytes); parquet is detected.
+        _compress_codec: String = "compress_codec", default "none", one_of &["none", "lzo"];
+        /// Regex a file's name (or full path) must match to be read.
+        file_filter_pattern: String = "file_filter_pattern", optional;
+        /// Text that stands for null in text and csv.
+        null_format: String = "null_format", optional;
+        /// Rows per batch read.
+        batch_size: u64 = "batch_size", default 8192;
+        /// Excel only (not supported).
+        sheet_name: String = "sheet_name", optional;
+        /// Split large uncompressed text, csv and json files at line boundaries, so that several readers share a file (csv: only when no quoted value spans lines).
+        // Unset means "by format" (`SplitRule::applies`), so the default is only shown.
+        enable_file_split: bool = "enable_file_split", optional, shows "text and json: true; csv: false";
+        /// Largest part of a split file, in bytes.
+        file_split_size: u64 = "file_split_size", default 134217728;
+    }
+}
+
+ferry_api::declare_options! {
+    /// The option only the plugin block takes.
+    pub(crate) struct TopOptions => TOP_OPTIONS {
+        /// Several tables: a list of entries, each with the options below (path, file_format_type, schema { table, fields }, …) for one table, named by its schema.table. Nothing else may be set beside it.
+        tables_configs: Vec<Value> = "tables_configs", optional;
+    }
+}
 
 /// The source's options: those of one table (the plugin block itself, or one
 /// `tables_configs` entry: [`TABLE_OPTIONS`]), then `tables_configs`.
-pub const SOURCE_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required("path", OptionKind::String, "File or directory to read (directories are read recursively; names starting with '.' or '_' are skipped). Inside each entry when tables_configs is set."),
-    OptionSpec::required("file_format_type", OptionKind::Enum(FORMATS), "File format: text, csv, json or parquet (orc, excel, xml, binary are not supported). Inside each entry when tables_configs is set."),
-    OptionSpec::optional("schema", OptionKind::Object, None, "schema { table = \"db.name\", fields { name = type } }: fields are required for csv and json (an empty block reads no columns); text without them is one `content` column; parquet reads the file's own. table names the table (default: plugin_output, else `default`)."),
-    OptionSpec::optional("read_columns", OptionKind::List, None, "Columns to read, in output order."),
-    OptionSpec::optional("field_delimiter", OptionKind::String, Some("\\u0001 (text), , (csv)"), "Field separator, a Java regex as in SeaTunnel (\"\\\\|\" is a literal |)."),
-    OptionSpec::optional("delimiter", OptionKind::String, None, "Old spelling of field_delimiter."),
-    OptionSpec::optional("row_delimiter", OptionKind::String, Some("\\n"), "Row separator; lines end at \\n (a trailing \\r is dropped)."),
-    OptionSpec::optional("parse_partition_from_path", OptionKind::Bool, Some("true"), "Add hive-style `k=v` directories of the file path as string columns."),
-    OptionSpec::optional("date_format", OptionKind::String, Some("yyyy-MM-dd"), "Date format of text and csv."),
-    OptionSpec::optional("datetime_format", OptionKind::String, Some("yyyy-MM-dd HH:mm:ss"), "Date-time format of text and csv."),
-    OptionSpec::optional("time_format", OptionKind::String, Some("HH:mm:ss"), "Time format of text and csv."),
-    OptionSpec::optional("skip_header_row_number", OptionKind::Int, Some("0"), "Lines to skip at the start of each text or csv file."),
-    OptionSpec::optional("csv_use_header_line", OptionKind::Bool, Some("false"), "CSV: the first line names the columns (matched to the schema by name)."),
-    OptionSpec::optional("encoding", OptionKind::String, Some("UTF-8"), "Character set of text, csv and json files."),
-    OptionSpec::optional("compress_codec", OptionKind::Enum(&["none", "lzo"]), Some("none"), "Compression of text, csv and json files (lzop files are also recognised by their magic bytes); parquet is detected."),
-    OptionSpec::optional("file_filter_pattern", OptionKind::String, None, "Regex a file's name (or full path) must match to be read."),
-    OptionSpec::optional("null_format", OptionKind::String, None, "Text that stands for null in text and csv."),
-    OptionSpec::optional("batch_size", OptionKind::Int, Some("8192"), "Rows per batch read."),
-    OptionSpec::optional("sheet_name", OptionKind::String, None, "Excel only (not supported)."),
-    OptionSpec::optional("enable_file_split", OptionKind::Bool, Some("text and json: true; csv: false"), "Split large uncompressed text, csv and json files at line boundaries, so that several readers share a file (csv: only when no quoted value spans lines)."),
-    OptionSpec::optional("file_split_size", OptionKind::Int, Some("134217728"), "Largest part of a split file, in bytes."),
-    TABLES_CONFIGS,
-];
-
-/// The options of one table: every source option but `tables_configs` (the last).
-pub const TABLE_OPTIONS: &[OptionSpec] = match SOURCE_OPTIONS.split_last() {
-    Some((_, table)) => table,
-    None => &[],
-};
+pub const SOURCE_OPTIONS: &[OptionSpec] = ferry_api::concat_specs!(TABLE_OPTIONS, TOP_OPTIONS);
 
 /// SeaTunnel's `LocalFile` source.
 pub struct LocalFileSourceFactory;
@@ -145,41 +171,37 @@ fn unescape_option(s: &str) -> String {
     }
 }
 
-fn time_formats(o: &mut Options) -> Result<TimeFormats> {
-    let mut get = |key: &str, default: &str| -> Result<Option<TimeFormat>> {
-        Ok(match o.string(key)? {
-            Some(p) if p != default => Some(TimeFormat::from_java(&p)),
-            _ => None,
-        })
+/// The time formats of a table: `None` (SeaTunnel's lenient default) for a pattern that
+/// is the option's default.
+fn time_formats(t: &TableOptions) -> TimeFormats {
+    let get = |key: &str, p: &str| -> Option<TimeFormat> {
+        (Some(p) != default_text(TABLE_OPTIONS, key)).then(|| TimeFormat::from_java(p))
     };
-    Ok(TimeFormats {
-        date: get("date_format", "yyyy-MM-dd")?,
-        datetime: get("datetime_format", "yyyy-MM-dd HH:mm:ss")?,
-        time: get("time_format", "HH:mm:ss")?,
-    })
-}
-
-/// Reads an `encoding` option: `None` for UTF-8.
-pub fn read_encoding(o: &mut Options) -> Result<Option<&'static encoding_rs::Encoding>> {
-    match o.string("encoding")? {
-        None => Ok(None),
-        Some(e) => match encoding_rs::Encoding::for_label(e.trim().as_bytes()) {
-            Some(enc) if enc == encoding_rs::UTF_8 => Ok(None),
-            Some(enc) => Ok(Some(enc)),
-            None => Err(o.error("encoding", format!("unknown character set '{e}'"))),
-        },
+    TimeFormats {
+        date: get("date_format", &t.date_format),
+        datetime: get("datetime_format", &t.datetime_format),
+        time: get("time_format", &t.time_format),
     }
 }
 
-/// Reads `file_format_type`, rejecting the formats SeaTunnel has and Ferry has not.
-pub fn read_format(o: &mut Options, allowed: &[&'static str]) -> Result<Option<Format>> {
-    Ok(match o.enum_value("file_format_type", allowed)? {
-        None => None,
-        Some("text") => Some(Format::Text),
-        Some("csv") => Some(Format::Csv),
-        Some("json") => Some(Format::Json),
-        Some("parquet") => Some(Format::Parquet),
-        Some(other) => {
+/// The character set named by option `encoding`: `None` for UTF-8.
+pub fn encoding_of(o: &Options, e: &str) -> Result<Option<&'static encoding_rs::Encoding>> {
+    match encoding_rs::Encoding::for_label(e.trim().as_bytes()) {
+        Some(enc) if enc == encoding_rs::UTF_8 => Ok(None),
+        Some(enc) => Ok(Some(enc)),
+        None => Err(o.error("encoding", format!("unknown character set '{e}'"))),
+    }
+}
+
+/// The format `file_format_type` names (one of the listed spellings), rejecting those
+/// SeaTunnel has and Ferry has not.
+pub fn format_of(o: &Options, format: &str) -> Result<Format> {
+    Ok(match format {
+        "text" => Format::Text,
+        "csv" => Format::Csv,
+        "json" => Format::Json,
+        "parquet" => Format::Parquet,
+        other => {
             return Err(o.location().error_with_hint(
                 "file_format_type",
                 format!("the '{other}' format is not supported by Ferry's LocalFile"),
@@ -204,7 +226,7 @@ impl SourceFactory for LocalFileSourceFactory {
 
     fn create(&self, o: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
         let streaming = job.mode == JobMode::Streaming;
-        let tables = match o.list("tables_configs")? {
+        let tables = match TopOptions::read(o)?.tables_configs {
             None => {
                 let default_name = table_name(o)?;
                 let t = read_table(o, &default_name, streaming)?;
@@ -266,7 +288,7 @@ fn read_tables_configs(
         }
         tables.push(t);
     }
-    o.finish(std::slice::from_ref(&TABLES_CONFIGS))?;
+    o.finish(TOP_OPTIONS)?;
     Ok(tables)
 }
 
@@ -284,8 +306,11 @@ struct DeclaredSchema {
 /// catalog information, except `schema_first` (accepted, unused).
 const SCHEMA_EXTRA_KEYS: &[&str] = &["schema_first", "comment", "primaryKey", "constraintKeys"];
 
-fn read_schema_block(o: &mut Options) -> Result<Option<DeclaredSchema>> {
-    let Some(s) = o.object("schema")? else {
+fn read_schema_block(
+    o: &mut Options,
+    block: Option<Map<String, Value>>,
+) -> Result<Option<DeclaredSchema>> {
+    let Some(s) = block else {
         return Ok(None);
     };
     let fields = match s.get("fields") {
@@ -327,10 +352,11 @@ fn read_schema_block(o: &mut Options) -> Result<Option<DeclaredSchema>> {
 /// Reads one table's options: the plugin block itself, or one `tables_configs` entry.
 /// `default_name` names the table when `schema.table` does not.
 fn read_table(o: &mut Options, default_name: &str, streaming: bool) -> Result<FileTable> {
-    let path = PathBuf::from(o.required_string("path")?);
-    let format = read_format(o, FORMATS)?
-        .ok_or_else(|| o.error("file_format_type", "is required but not set"))?;
-    let schema_block = read_schema_block(o)?;
+    let t = TableOptions::read(o)?;
+    let formats = time_formats(&t);
+    let path = PathBuf::from(&t.path);
+    let format = format_of(o, &t.format)?;
+    let schema_block = read_schema_block(o, t.schema)?;
     let name = schema_block
         .as_ref()
         .and_then(|s| s.table.clone())
@@ -342,25 +368,20 @@ fn read_table(o: &mut Options, default_name: &str, streaming: bool) -> Result<Fi
         s.fields
     });
     catalog.id = Some(TableId::from_path("LocalFile", &name));
-    let read_columns = o.string_list("read_columns")?;
-    let delim = match o.get_any(&["field_delimiter", "delimiter"]) {
-        Some((k, Value::String(s))) => Some((k, unescape_option(&s))),
-        Some((k, v)) => return Err(o.error(&k, format!("expected text, found {v}"))),
-        None => None,
-    };
-    let splitter = match &delim {
-        Some((k, d)) => Splitter::from_java_regex(d).map_err(|e| o.error(k, e))?,
+    let read_columns = t.read_columns;
+    let delim_key = first_set(o, &["field_delimiter", "delimiter"]);
+    let splitter = match &t.field_delimiter {
+        Some(d) => {
+            Splitter::from_java_regex(&unescape_option(d)).map_err(|e| o.error(delim_key, e))?
+        }
         None if format == Format::Csv => Splitter::Literal(",".into()),
         None => Splitter::Literal("\u{1}".into()),
     };
-    let _ = o.string("row_delimiter")?;
-    let parse_partition = o.bool("parse_partition_from_path")?.unwrap_or(true);
-    let formats = time_formats(o)?;
-    let skip_header = o.u64("skip_header_row_number")?.unwrap_or(0);
-    let csv_use_header_line = o.bool("csv_use_header_line")?.unwrap_or(false);
-    let encoding = read_encoding(o)?;
-    let _ = o.enum_value("compress_codec", &["none", "lzo"])?;
-    let filter = match o.string("file_filter_pattern")? {
+    let parse_partition = t.parse_partition;
+    let skip_header = t.skip_header;
+    let csv_use_header_line = t.csv_use_header_line;
+    let encoding = encoding_of(o, &t.encoding)?;
+    let filter = match &t.file_filter_pattern {
         None => None,
         Some(p) => Some(Regex::new(&format!("^(?:{p})$")).map_err(|e| {
             o.error(
@@ -369,17 +390,16 @@ fn read_table(o: &mut Options, default_name: &str, streaming: bool) -> Result<Fi
             )
         })?),
     };
-    let null_format = o.string("null_format")?;
-    let batch_size = o.u64("batch_size")?.unwrap_or(8192).max(1) as usize;
+    let null_format = t.null_format;
+    let batch_size = t.batch_size.max(1) as usize;
+    if t.file_split_size == 0 {
+        return Err(o.error("file_split_size", "must be greater than 0"));
+    }
     let split = SplitRule {
-        enabled: o.bool("enable_file_split")?,
-        size: match o.u64("file_split_size")? {
-            Some(0) => return Err(o.error("file_split_size", "must be greater than 0")),
-            Some(n) => n,
-            None => DEFAULT_SPLIT_SIZE,
-        },
+        enabled: t.enable_file_split,
+        size: t.file_split_size,
     };
-    if o.string("sheet_name")?.is_some() {
+    if t.sheet_name.is_some() {
         return Err(o.error(
             "sheet_name",
             "excel files are not supported by Ferry's LocalFile",
@@ -512,8 +532,6 @@ fn read_table(o: &mut Options, default_name: &str, streaming: bool) -> Result<Fi
     })
 }
 
-/// SeaTunnel's `file_split_size` default: 128 MiB.
-const DEFAULT_SPLIT_SIZE: u64 = 128 << 20;
 /// Files from this size on are shared by all readers when splitting is on by default.
 pub(crate) const AUTO_SPLIT_MIN: u64 = 64 << 20;
 
@@ -707,40 +725,78 @@ struct FileEnumerator {
     listed_once: bool,
 }
 
+/// A split's state: the file (and its table in a multi-table source), the rows read in
+/// it, and for a part of a split file its byte range. The JSON is what earlier versions
+/// wrote (`{"path", "rows"}`, with `table`, `start`, `end` when they apply), so that their
+/// checkpoints restore.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct FileSplitState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    table: Option<String>,
+    path: String,
+    rows: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    start: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    end: Option<u64>,
+}
+
+impl FileSplitState {
+    /// The byte range of a part of a split file, `None` for a whole file.
+    fn range(&self, id: &str) -> Result<Option<read::ByteRange>> {
+        match (self.start, self.end) {
+            (Some(start), Some(end)) => Ok(Some(read::ByteRange { start, end })),
+            (None, None) => Ok(None),
+            _ => Err(FerryError::external(
+                "checkpoint",
+                format!("the state of LocalFile split '{id}' has only one end of its byte range"),
+            )),
+        }
+    }
+}
+
 /// A split reading `path` of `table` from its start. The split of a single-table source
 /// keeps the shape it had before `tables_configs` existed (no table in it), so that
 /// checkpoints taken by earlier versions restore; a split of a multi-table source names
 /// its table, which is how a restored reader finds the schema and options to read it with.
-fn new_split(tables: &[FileTable], table: usize, path: &str) -> Split {
-    if tables.len() == 1 {
-        Split {
-            id: path.to_string(),
-            state: json!({"path": path, "rows": 0}),
-        }
+fn new_split(
+    tables: &[FileTable],
+    table: usize,
+    path: &str,
+    range: Option<read::ByteRange>,
+) -> Result<Split> {
+    let (id, table) = if tables.len() == 1 {
+        (path.to_string(), None)
     } else {
         let name = &tables[table].name;
-        Split {
-            id: format!("{name}:{path}"),
-            state: json!({"table": name.as_ref(), "path": path, "rows": 0}),
-        }
-    }
-}
-
-/// A split of the lines of `path` of `table` in `range`; its state counts the rows read
-/// in it (and names the table, as [`new_split`] does).
-fn range_split(tables: &[FileTable], table: usize, path: &str, range: read::ByteRange) -> Split {
-    let mut split = new_split(tables, table, path);
-    split.id = format!("{}@{}-{}", split.id, range.start, range.end);
-    if let Some(state) = split.state.as_object_mut() {
-        state.insert("start".into(), json!(range.start));
-        state.insert("end".into(), json!(range.end));
-    }
-    split
+        (format!("{name}:{path}"), Some(name.to_string()))
+    };
+    let id = match &range {
+        Some(r) => format!("{id}@{}-{}", r.start, r.end),
+        None => id,
+    };
+    let state = FileSplitState {
+        table,
+        path: path.to_string(),
+        rows: 0,
+        start: range.as_ref().map(|r| r.start),
+        end: range.as_ref().map(|r| r.end),
+    };
+    Split::typed(id, &state)
 }
 
 /// The index of the table a split (fresh or restored) belongs to.
 fn table_of(tables: &[FileTable], s: &Split) -> Result<usize> {
-    match s.state.get("table").and_then(Value::as_str) {
+    table_named(
+        tables,
+        s,
+        s.read_state::<FileSplitState>()?.table.as_deref(),
+    )
+}
+
+/// The index of table `name` (`None`: the only table) of split `s`.
+fn table_named(tables: &[FileTable], s: &Split, name: Option<&str>) -> Result<usize> {
+    match name {
         None if tables.len() == 1 => Ok(0),
         None => Err(FerryError::config(format!(
             "LocalFile: the checkpoint holds split '{}' of a single-table source, but this source has {} tables (tables_configs): restore it with the job it was taken from, or start a new job id",
@@ -759,56 +815,64 @@ fn table_of(tables: &[FileTable], s: &Split) -> Result<usize> {
 
 impl FileEnumerator {
     fn restore(&mut self, state: &Value) -> Result<()> {
-        let bad = || FerryError::internal("LocalFile enumerator state is not the shape it wrote");
-        match (state.get("seen"), state.get("seen_by_table")) {
+        let state: EnumeratorState = decode_state(state, "the LocalFile enumerator")?;
+        match (state.seen, state.seen_by_table) {
             // A single-table source's state (also what earlier versions wrote).
-            (Some(Value::Array(paths)), None) => {
+            (Some(paths), None) => {
                 if self.tables.len() != 1 {
                     return Err(FerryError::config(format!(
                         "LocalFile: the checkpoint was taken by a single-table source, but this source has {} tables (tables_configs): restore it with the job it was taken from, or start a new job id",
                         self.tables.len()
                     )));
                 }
-                for p in paths {
-                    self.seen[0].insert(p.as_str().ok_or_else(bad)?.to_string());
-                }
+                self.seen[0].extend(paths);
             }
-            (None, Some(Value::Object(by_table))) => {
+            (None, Some(by_table)) => {
                 for (name, paths) in by_table {
                     let Some(i) = self.tables.iter().position(|t| t.name.as_ref() == name) else {
                         // An entry removed from tables_configs: its files are not read any
                         // more, so what was seen of them no longer matters.
                         continue;
                     };
-                    for p in paths.as_array().ok_or_else(bad)? {
-                        self.seen[i].insert(p.as_str().ok_or_else(bad)?.to_string());
-                    }
+                    self.seen[i].extend(paths);
                 }
             }
-            _ => return Err(bad()),
+            _ => {
+                return Err(FerryError::external(
+                    "checkpoint",
+                    "the state of the LocalFile enumerator has neither or both of seen and seen_by_table",
+                ))
+            }
         }
-        self.next_reader = state
-            .get("next_reader")
-            .and_then(Value::as_u64)
-            .unwrap_or(0) as usize;
-        for s in state
-            .get("pending")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let reader = s.get("reader").and_then(Value::as_u64).ok_or_else(bad)? as usize;
-            let split: Split = serde_json::from_value(s.get("split").cloned().ok_or_else(bad)?)
-                .map_err(|_| bad())?;
-            table_of(&self.tables, &split)?;
-            self.pending.push_back((reader % self.parallelism, split));
+        self.next_reader = state.next_reader;
+        for p in state.pending {
+            table_of(&self.tables, &p.split)?;
+            self.pending
+                .push_back((p.reader % self.parallelism, p.split));
         }
-        self.listed_once = state
-            .get("listed")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        self.listed_once = state.listed;
         Ok(())
     }
+}
+
+/// The enumerator's state: files seen (per table when there are several), splits given
+/// back and not yet assigned again, and where round-robin assignment goes on.
+#[derive(Debug, Serialize, Deserialize)]
+struct EnumeratorState {
+    next_reader: usize,
+    pending: Vec<PendingSplit>,
+    listed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seen: Option<BTreeSet<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seen_by_table: Option<BTreeMap<String, BTreeSet<String>>>,
+}
+
+/// A split given back by a reader.
+#[derive(Debug, Serialize, Deserialize)]
+struct PendingSplit {
+    reader: usize,
+    split: Split,
 }
 
 impl FileEnumerator {
@@ -822,13 +886,13 @@ impl FileEnumerator {
                 .len();
             let parts = table.split.parts(len, self.parallelism);
             if let Some(ranges) = plan_ranges(f, &table.spec, parts)? {
-                return Ok(ranges
+                return ranges
                     .into_iter()
-                    .map(|r| range_split(&self.tables, i, key, r))
-                    .collect());
+                    .map(|r| new_split(&self.tables, i, key, Some(r)))
+                    .collect();
             }
         }
-        Ok(vec![new_split(&self.tables, i, key)])
+        Ok(vec![new_split(&self.tables, i, key, None)?])
     }
 }
 
@@ -873,29 +937,35 @@ impl SplitEnumerator for FileEnumerator {
     }
 
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
-        let pending: Vec<Value> = self
-            .pending
-            .iter()
-            .map(|(r, s)| json!({"reader": r, "split": s}))
-            .collect();
-        let mut state = json!({"next_reader": self.next_reader, "pending": pending, "listed": self.listed_once});
-        if self.tables.len() == 1 {
-            state["seen"] = json!(self.seen[0]);
-        } else {
-            let by_table: serde_json::Map<String, Value> = self
-                .tables
+        let single = self.tables.len() == 1;
+        let state = EnumeratorState {
+            next_reader: self.next_reader,
+            pending: self
+                .pending
                 .iter()
-                .zip(&self.seen)
-                .map(|(t, seen)| (t.name.to_string(), json!(seen)))
-                .collect();
-            state["seen_by_table"] = Value::Object(by_table);
-        }
-        Ok(state)
+                .map(|(r, s)| PendingSplit {
+                    reader: *r,
+                    split: s.clone(),
+                })
+                .collect(),
+            listed: self.listed_once,
+            seen: single.then(|| self.seen[0].clone()),
+            seen_by_table: (!single).then(|| {
+                self.tables
+                    .iter()
+                    .zip(&self.seen)
+                    .map(|(t, seen)| (t.name.to_string(), seen.clone()))
+                    .collect()
+            }),
+        };
+        encode_state(&state, "the LocalFile enumerator")
     }
 }
 
 struct OpenFile {
-    split: Split,
+    /// The split's id and state (`rows` kept up to date).
+    id: String,
+    state: FileSplitState,
     /// Index into the source's tables.
     table: usize,
     path: PathBuf,
@@ -912,33 +982,15 @@ struct FileReader {
     no_more: bool,
 }
 
-fn split_range(s: &Split) -> Option<read::ByteRange> {
-    Some(read::ByteRange {
-        start: s.state.get("start")?.as_u64()?,
-        end: s.state.get("end")?.as_u64()?,
-    })
-}
-
-fn split_rows(s: &Split) -> u64 {
-    s.state.get("rows").and_then(Value::as_u64).unwrap_or(0)
-}
-
-fn split_path(s: &Split) -> String {
-    s.state
-        .get("path")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| s.id.clone())
-}
-
 impl FileReader {
     fn open_next(&mut self) -> Result<bool> {
         let Some(split) = self.queue.pop_front() else {
             return Ok(false);
         };
-        let table = table_of(&self.tables, &split)?;
+        let state: FileSplitState = split.read_state()?;
+        let table = table_named(&self.tables, &split, state.table.as_deref())?;
         let t = &self.tables[table];
-        let path = PathBuf::from(split_path(&split));
+        let path = PathBuf::from(&state.path);
         if t.spec.file_schema.fields().is_empty() {
             // An empty `schema {}` suits an empty directory only (see `read_table`).
             return Err(FerryError::data(
@@ -950,7 +1002,8 @@ impl FileReader {
                 ),
             ));
         }
-        let cursor = read::open(&t.spec, &path, split_range(&split), split_rows(&split))?;
+        let range = state.range(&split.id)?;
+        let cursor = read::open(&t.spec, &path, range, state.rows)?;
         let found = partitions_of(&t.root, &path);
         let partition_values = t
             .partition_keys
@@ -958,7 +1011,8 @@ impl FileReader {
             .map(|k| found.iter().find(|(fk, _)| fk == k).map(|(_, v)| v.clone()))
             .collect();
         self.current = Some(OpenFile {
-            split,
+            id: split.id,
+            state,
             table,
             path,
             cursor,
@@ -1019,15 +1073,7 @@ impl SourceReader for FileReader {
                     .map_err(|e| {
                         FerryError::data(COMPONENT, format!("{}: {e}", cur.path.display()))
                     })?;
-                    let rows = json!(cur.cursor.position());
-                    match cur.split.state.as_object_mut() {
-                        Some(state) => {
-                            state.insert("rows".into(), rows);
-                        }
-                        None => {
-                            cur.split.state = json!({"path": split_path(&cur.split), "rows": rows})
-                        }
-                    }
+                    cur.state.rows = cur.cursor.position();
                     return Ok(ReadStatus::Batch(ChangeBatch::inserts(
                         table.name.clone(),
                         data,
@@ -1038,7 +1084,11 @@ impl SourceReader for FileReader {
     }
 
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Vec<Split>> {
-        let mut out: Vec<Split> = self.current.iter().map(|c| c.split.clone()).collect();
+        let mut out: Vec<Split> = self
+            .current
+            .iter()
+            .map(|c| Split::typed(c.id.clone(), &c.state))
+            .collect::<Result<_>>()?;
         out.extend(self.queue.iter().cloned());
         Ok(out)
     }
@@ -1055,4 +1105,45 @@ pub(crate) fn seen_of(state: &Value) -> std::collections::HashSet<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod state_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn split_and_enumerator_states_keep_their_json_and_reject_what_does_not_parse() {
+        // What earlier versions wrote restores, and is written back the same.
+        for state in [
+            json!({"path": "/d/a.txt", "rows": 7}),
+            json!({"table": "t", "path": "/d/a.txt", "rows": 7, "start": 0, "end": 10}),
+        ] {
+            let s = Split {
+                id: "a".into(),
+                state: state.clone(),
+            };
+            let typed: FileSplitState = s.read_state().unwrap();
+            assert_eq!(Split::typed("a", &typed).unwrap().state, state);
+        }
+        let bad = Split {
+            id: "a".into(),
+            state: json!({"path": "/d/a.txt", "rows": "many"}),
+        };
+        let e = bad.read_state::<FileSplitState>().unwrap_err().to_string();
+        assert!(e.contains("split 'a'"), "{e}");
+        let half = FileSplitState {
+            table: None,
+            path: "/d".into(),
+            rows: 0,
+            start: Some(1),
+            end: None,
+        };
+        assert!(half.range("a").is_err());
+
+        let enumerator = json!({"next_reader": 3, "pending": [{"reader": 1, "split": {"id": "a", "state": {"path": "/d/a.txt", "rows": 0}}}], "listed": true, "seen": ["/d/a.txt"]});
+        let st: EnumeratorState = decode_state(&enumerator, "e").unwrap();
+        assert_eq!(encode_state(&st, "e").unwrap(), enumerator);
+        assert!(decode_state::<EnumeratorState>(&json!({"seen": []}), "e").is_err());
+    }
 }

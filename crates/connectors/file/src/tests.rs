@@ -1587,3 +1587,16 @@ fn a_schema_block_rejects_what_it_does_not_know() {
     .to_string();
     assert!(e.contains("option 'schema.tabel': unknown option"), "{e}");
 }
+
+#[test]
+fn option_lists_are_what_ferry_connectors_prints() {
+    use ferry_api::declare::check_specs;
+    // Shown defaults that depend on the format.
+    check_specs(crate::SOURCE_OPTIONS, &["enable_file_split"]).unwrap();
+    check_specs(crate::source::TABLE_OPTIONS, &["enable_file_split"]).unwrap();
+    check_specs(crate::SINK_OPTIONS, &[]).unwrap();
+    assert_eq!(
+        crate::SOURCE_OPTIONS.last().map(|s| s.name),
+        Some("tables_configs")
+    );
+}

@@ -31,8 +31,8 @@ use arrow::datatypes::{DataType, Field};
 use ferry_api::types::{parse_type, type_name};
 use ferry_api::value::{array_value_to_json, json_to_array, RowStyle};
 use ferry_api::{
-    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, Result, TableSchema,
-    Transform, TransformFactory,
+    ChangeBatch, FerryError, JobContext, OptionSpec, Options, Result, TableSchema, Transform,
+    TransformFactory,
 };
 use serde_json::{Map, Value};
 use serde_json_path::JsonPath;
@@ -40,7 +40,7 @@ use serde_json_path::JsonPath;
 mod lenient;
 
 use crate::common::{
-    block_string, check_block_keys, find_field, object_list, PerTable, Placement, TablePlan,
+    block_string, check_block_keys, find_field, Blocks, PerTable, Placement, TablePlan,
 };
 
 const WAYS_ROW: &[&str] = &["FAIL", "SKIP"];
@@ -53,22 +53,18 @@ const COLUMN_KEYS: &[&str] = &[
     "column_error_handle_way",
 ];
 
-const SPECS: &[OptionSpec] = &[
-    OptionSpec::required(
-        "columns",
-        OptionKind::List,
-        "What to extract: a list of { src_field, path, dest_field, dest_type = string, \
-         column_error_handle_way }. Several paths, dest_fields and dest_types may be given \
-         in one entry, separated by ';' (dest_type is then required).",
-    ),
-    OptionSpec::optional(
-        "row_error_handle_way",
-        OptionKind::Enum(WAYS_ROW),
-        Some("FAIL"),
-        "What a value that cannot be extracted does when its column sets no \
-         column_error_handle_way: FAIL the job or SKIP (drop) the row.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The `JsonPath` transform's options.
+    struct JsonPathOptions => SPECS {
+        /// What to extract: a list of { src_field, path, dest_field, dest_type = string,
+        /// column_error_handle_way }. Several paths, dest_fields and dest_types may be given
+        /// in one entry, separated by ';' (dest_type is then required).
+        columns: Blocks = "columns", required;
+        /// What a value that cannot be extracted does when its column sets no
+        /// column_error_handle_way: FAIL the job or SKIP (drop) the row.
+        row_way: String = "row_error_handle_way", default "FAIL", one_of WAYS_ROW;
+    }
+}
 
 /// What an extraction error does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,9 +124,10 @@ impl TransformFactory for JsonPathTransformFactory {
         input: &[TableSchema],
         _job: &JobContext,
     ) -> Result<Arc<dyn Transform>> {
-        let columns = read_columns(options)?;
-        let row_way = match options.enum_value("row_error_handle_way", WAYS_ROW)? {
-            Some("SKIP") => Way::Skip,
+        let o = JsonPathOptions::read(options)?;
+        let columns = read_columns(options, o.columns.0)?;
+        let row_way = match o.row_way.as_str() {
+            "SKIP" => Way::Skip,
             _ => Way::Fail,
         };
         options.finish(SPECS)?;
@@ -145,9 +142,7 @@ impl TransformFactory for JsonPathTransformFactory {
     }
 }
 
-fn read_columns(options: &mut Options) -> Result<Vec<ColumnSpec>> {
-    let blocks = object_list(options, "columns")?
-        .ok_or_else(|| options.error("columns", "is required but not set"))?;
+fn read_columns(options: &mut Options, blocks: Vec<Map<String, Value>>) -> Result<Vec<ColumnSpec>> {
     if blocks.is_empty() {
         return Err(options.error(
             "columns",

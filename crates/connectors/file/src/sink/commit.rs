@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ferry_api::{FerryError, Result, SinkCommitter};
+use ferry_api::{decode_state, FerryError, Result, SinkCommitter};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::read::COMPONENT;
@@ -20,33 +21,37 @@ pub(super) struct FileCommitter {
     pub(super) cfg: Arc<SinkConfig>,
 }
 
-/// A commit info's staging directories and (staged, final) file pairs. Reads the
-/// single-table shape of earlier versions (`stage_dir`) too, so that a checkpoint they
-/// wrote is still published after an upgrade.
+/// What a writer's `prepare_commit` hands the committer: the staging directories it
+/// filled and the (staged, final) name of every file. `stage_dir` is the single-table
+/// shape of earlier versions, read so that a checkpoint they wrote is still published
+/// after an upgrade.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct CommitInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) stage_dirs: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) stage_dir: Option<String>,
+    pub(super) files: Vec<(String, String)>,
+}
+
+/// A commit info's staging directories and (staged, final) file pairs.
 pub(super) fn parse_info(info: &Value) -> Result<(Vec<PathBuf>, Vec<FilePair>)> {
-    let bad = || {
-        FerryError::internal(format!(
-            "LocalFile commit info is not the shape it wrote: {info}"
-        ))
+    let info: CommitInfo = decode_state(info, "a LocalFile commit")?;
+    let stages = match (info.stage_dirs, info.stage_dir) {
+        (Some(dirs), _) => dirs.into_iter().map(PathBuf::from).collect(),
+        (None, Some(d)) => vec![PathBuf::from(d)],
+        (None, None) => {
+            return Err(FerryError::external(
+                "checkpoint",
+                "the state of a LocalFile commit names no staging directory (stage_dirs)",
+            ))
+        }
     };
-    let stages = match (info.get("stage_dirs"), info.get("stage_dir")) {
-        (Some(Value::Array(dirs)), _) => dirs
-            .iter()
-            .map(|d| d.as_str().map(PathBuf::from).ok_or_else(bad))
-            .collect::<Result<Vec<_>>>()?,
-        (None, Some(Value::String(d))) => vec![PathBuf::from(d)],
-        _ => return Err(bad()),
-    };
-    let mut files = Vec::new();
-    for p in info
-        .get("files")
-        .and_then(Value::as_array)
-        .ok_or_else(bad)?
-    {
-        let s = p.get(0).and_then(Value::as_str).ok_or_else(bad)?;
-        let t = p.get(1).and_then(Value::as_str).ok_or_else(bad)?;
-        files.push((PathBuf::from(s), PathBuf::from(t)));
-    }
+    let files = info
+        .files
+        .into_iter()
+        .map(|(s, t)| (PathBuf::from(s), PathBuf::from(t)))
+        .collect();
     Ok((stages, files))
 }
 

@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
 use ferry_api::{
-    FerryError, JobContext, OptionKind, OptionSpec, Options, Result, Sink, SinkCommitter,
+    decode_state, FerryError, JobContext, OptionSpec, Options, Result, Sink, SinkCommitter,
     SinkDelivery, SinkFactory, SinkWriter, TableSchema, WriterContext,
 };
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 use serde_json::Value;
 
 use crate::read::{Format, COMPONENT};
-use crate::source::{list_files, read_encoding, read_format};
+use crate::source::{encoding_of, format_of, list_files};
 use crate::util::java_pattern_to_chrono;
 use ferry_api::placeholder::substitute;
 
@@ -41,32 +41,61 @@ pub(super) const LEGACY_SAVE_MODES: &[&str] =
 pub(super) const DEFAULT_PARTITION_DIR_EXPRESSION: &str =
     "${k0}=${v0}/${k1}=${v1}/.../${kn}=${vn}/";
 
-/// The sink's options.
-pub const SINK_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required("path", OptionKind::String, "Directory to write into; ${table_name}, ${database_name}, ${schema_name} name each input table's own directory."),
-    OptionSpec::optional("file_format_type", OptionKind::Enum(SINK_FORMATS), Some("csv"), "text, csv, json or parquet."),
-    OptionSpec::optional("field_delimiter", OptionKind::String, Some("\\u0001 (text), , (csv)"), "Column separator of text and csv."),
-    OptionSpec::optional("row_delimiter", OptionKind::String, Some("\\n"), "Row separator of text, csv and json."),
-    OptionSpec::optional("custom_filename", OptionKind::Bool, None, "Whether file_name_expression applies (it does when this is unset, as in older SeaTunnel)."),
-    OptionSpec::optional("file_name_expression", OptionKind::String, Some("${transactionId}"), "File name: ${transactionId}, ${now}, ${uuid}; the transaction id is prefixed when missing so names stay unique."),
-    OptionSpec::optional("filename_time_format", OptionKind::String, Some("yyyy.MM.dd"), "Java date pattern of ${now}."),
-    OptionSpec::optional("filename_extension", OptionKind::String, None, "Replaces the format's file name suffix."),
-    OptionSpec::optional("is_enable_transaction", OptionKind::Bool, Some("true"), "Stage files and publish them at checkpoint commit (exactly once)."),
-    OptionSpec::optional("have_partition", OptionKind::Bool, Some("false"), "Partition output by partition_by."),
-    OptionSpec::optional("partition_by", OptionKind::List, None, "Columns whose values name the partition directories."),
-    OptionSpec::optional("partition_dir_expression", OptionKind::String, Some(DEFAULT_PARTITION_DIR_EXPRESSION), "Partition directory: ${kN} and ${vN} are the N-th partition column and value."),
-    OptionSpec::optional("is_partition_field_write_in_file", OptionKind::Bool, Some("false"), "Also write partition columns inside the files."),
-    OptionSpec::optional("sink_columns", OptionKind::List, None, "Columns to write, in order (default: all)."),
-    OptionSpec::optional("compress_codec", OptionKind::Enum(CODECS), Some("none"), "text/csv/json: none or lzo (lzop files); parquet: none, snappy, gzip, zstd, lz4, brotli."),
-    OptionSpec::optional("batch_size", OptionKind::Int, Some("1000000"), "Rows per file before rolling to a new one."),
-    OptionSpec::optional("single_file_mode", OptionKind::Bool, Some("false"), "Never roll files by batch_size."),
-    OptionSpec::optional("enable_header_write", OptionKind::Bool, Some("false"), "Write a header line of column names (text, csv)."),
-    OptionSpec::optional("encoding", OptionKind::String, Some("UTF-8"), "Character set of text, csv and json output."),
-    OptionSpec::optional("schema_save_mode", OptionKind::Enum(SCHEMA_SAVE_MODES), Some("CREATE_SCHEMA_WHEN_NOT_EXIST"), "What to do with the output directory before the job."),
-    OptionSpec::optional("data_save_mode", OptionKind::Enum(DATA_SAVE_MODES), Some("APPEND_DATA"), "What to do with files already in the output directory."),
-    OptionSpec::optional("save_mode", OptionKind::Enum(LEGACY_SAVE_MODES), None, "Old spelling: error = ERROR_WHEN_DATA_EXISTS, overwrite = DROP_DATA, append/ignore = APPEND_DATA."),
-    OptionSpec::optional("tmp_path", OptionKind::String, Some("/tmp/seatunnel"), "Accepted for compatibility; Ferry stages under <path>/_ferry_tmp so publishing is a same-disk rename."),
-];
+/// The file name when `file_name_expression` is unset or `custom_filename = false`.
+pub(super) const DEFAULT_FILE_NAME: &str = "${transactionId}";
+
+ferry_api::declare_options! {
+    /// The sink's options.
+    pub struct SinkOptions => SINK_OPTIONS {
+        /// Directory to write into; ${table_name}, ${database_name}, ${schema_name} name each input table's own directory.
+        path: String = "path", required;
+        /// text, csv, json or parquet.
+        format: String = "file_format_type", default "csv", one_of SINK_FORMATS;
+        /// Column separator of text and csv.
+        // The default depends on the format (see `create`), so it is only shown.
+        field_delimiter: String = "field_delimiter", optional, shows "\\u0001 (text), , (csv)";
+        /// Row separator of text, csv and json.
+        row_delimiter: String = "row_delimiter", default "\n", shows "\\n";
+        /// Whether file_name_expression applies (it does when this is unset, as in older SeaTunnel).
+        custom_filename: bool = "custom_filename", optional;
+        /// File name: ${transactionId}, ${now}, ${uuid}; the transaction id is prefixed when missing so names stay unique.
+        file_name_expression: String = "file_name_expression", default DEFAULT_FILE_NAME, shows DEFAULT_FILE_NAME;
+        /// Java date pattern of ${now}.
+        filename_time_format: String = "filename_time_format", default "yyyy.MM.dd";
+        /// Replaces the format's file name suffix.
+        filename_extension: String = "filename_extension", optional;
+        /// Stage files and publish them at checkpoint commit (exactly once).
+        transactional: bool = "is_enable_transaction", default true;
+        /// Partition output by partition_by.
+        have_partition: bool = "have_partition", default false;
+        /// Columns whose values name the partition directories.
+        partition_by: Vec<String> = "partition_by", optional;
+        /// Partition directory: ${kN} and ${vN} are the N-th partition column and value.
+        partition_dir_expression: String = "partition_dir_expression", default DEFAULT_PARTITION_DIR_EXPRESSION, shows DEFAULT_PARTITION_DIR_EXPRESSION;
+        /// Also write partition columns inside the files.
+        partition_in_file: bool = "is_partition_field_write_in_file", default false;
+        /// Columns to write, in order (default: all).
+        sink_columns: Vec<String> = "sink_columns", optional;
+        /// text/csv/json: none or lzo (lzop files); parquet: none, snappy, gzip, zstd, lz4, brotli.
+        codec: String = "compress_codec", default "none", one_of CODECS;
+        /// Rows per file before rolling to a new one.
+        batch_size: u64 = "batch_size", default 1000000;
+        /// Never roll files by batch_size.
+        single_file: bool = "single_file_mode", default false;
+        /// Write a header line of column names (text, csv).
+        header: bool = "enable_header_write", default false;
+        /// Character set of text, csv and json output.
+        encoding: String = "encoding", default "UTF-8";
+        /// What to do with the output directory before the job.
+        schema_save_mode: String = "schema_save_mode", default "CREATE_SCHEMA_WHEN_NOT_EXIST", one_of SCHEMA_SAVE_MODES;
+        /// What to do with files already in the output directory.
+        data_save_mode: String = "data_save_mode", default "APPEND_DATA", one_of DATA_SAVE_MODES;
+        /// Old spelling: error = ERROR_WHEN_DATA_EXISTS, overwrite = DROP_DATA, append/ignore = APPEND_DATA.
+        save_mode: String = "save_mode", optional, one_of LEGACY_SAVE_MODES;
+        /// Accepted for compatibility; Ferry stages under <path>/_ferry_tmp so publishing is a same-disk rename.
+        _tmp_path: String = "tmp_path", default "/tmp/seatunnel";
+    }
+}
 
 /// SeaTunnel's `LocalFile` sink.
 pub struct LocalFileSinkFactory;
@@ -269,58 +298,48 @@ impl SinkFactory for LocalFileSinkFactory {
         input: &[TableSchema],
         job: &JobContext,
     ) -> Result<Arc<dyn Sink>> {
-        let path = o.required_string("path")?;
-        let format = read_format(o, SINK_FORMATS)?.unwrap_or(Format::Csv);
-        let field_delimiter = o.string("field_delimiter")?.unwrap_or_else(|| {
+        let data_mode_set = o.contains("data_save_mode");
+        let opts = SinkOptions::read(o)?;
+        o.finish(SINK_OPTIONS)?;
+        let format = format_of(o, &opts.format)?;
+        let field_delimiter = opts.field_delimiter.unwrap_or_else(|| {
             if format == Format::Csv {
                 ",".into()
             } else {
                 "\u{1}".into()
             }
         });
-        let row_delimiter = o.string("row_delimiter")?.unwrap_or_else(|| "\n".into());
-        let custom = o.bool("custom_filename")?;
-        let expr = o.string("file_name_expression")?;
-        let name_expression = match (custom, expr) {
-            (Some(false), _) | (_, None) => "${transactionId}".to_string(),
-            (_, Some(e)) => e,
+        let row_delimiter = opts.row_delimiter;
+        let name_expression = match opts.custom_filename {
+            Some(false) => DEFAULT_FILE_NAME.to_string(),
+            _ => opts.file_name_expression,
         };
-        let time_format = java_pattern_to_chrono(
-            &o.string("filename_time_format")?
-                .unwrap_or_else(|| "yyyy.MM.dd".into()),
-        );
-        let extension_opt = o.string("filename_extension")?;
-        let transactional = o.bool("is_enable_transaction")?.unwrap_or(true);
-        let have_partition = o.bool("have_partition")?.unwrap_or(false);
-        let partition_by = o.string_list("partition_by")?.unwrap_or_default();
-        if have_partition && partition_by.is_empty() {
+        let time_format = java_pattern_to_chrono(&opts.filename_time_format);
+        let extension_opt = opts.filename_extension;
+        let transactional = opts.transactional;
+        let partition_by = opts.partition_by.unwrap_or_default();
+        if opts.have_partition && partition_by.is_empty() {
             return Err(o.error(
                 "partition_by",
                 "must name the partition columns when have_partition = true",
             ));
         }
-        let partition_expression = o
-            .string("partition_dir_expression")?
-            .unwrap_or_else(|| DEFAULT_PARTITION_DIR_EXPRESSION.into());
-        let partition_in_file = o.bool("is_partition_field_write_in_file")?.unwrap_or(false);
-        let sink_columns = o.string_list("sink_columns")?;
-        let codec = o.enum_value("compress_codec", CODECS)?.unwrap_or("none");
-        let batch_size = o.u64("batch_size")?.unwrap_or(1_000_000).max(1);
-        let single_file = o.bool("single_file_mode")?.unwrap_or(false);
-        let header = o.bool("enable_header_write")?.unwrap_or(false);
-        let encoding = read_encoding(o)?;
-        let schema_mode = o
-            .enum_value("schema_save_mode", SCHEMA_SAVE_MODES)?
-            .unwrap_or("CREATE_SCHEMA_WHEN_NOT_EXIST");
-        let legacy = o.enum_value("save_mode", LEGACY_SAVE_MODES)?;
-        let data_mode = match (o.enum_value("data_save_mode", DATA_SAVE_MODES)?, legacy) {
-            (Some(m), _) => m,
-            (None, Some("error" | "errorifexists")) => "ERROR_WHEN_DATA_EXISTS",
-            (None, Some("overwrite")) => "DROP_DATA",
-            _ => "APPEND_DATA",
+        let partition_expression = opts.partition_dir_expression;
+        let partition_in_file = opts.partition_in_file;
+        let sink_columns = opts.sink_columns;
+        let codec = opts.codec.as_str();
+        let batch_size = opts.batch_size.max(1);
+        let single_file = opts.single_file;
+        let header = opts.header;
+        let encoding = encoding_of(o, &opts.encoding)?;
+        let schema_mode = opts.schema_save_mode.as_str();
+        // `save_mode` is the old spelling: it applies when `data_save_mode` is not set.
+        let data_mode = match (data_mode_set, opts.save_mode.as_deref()) {
+            (true, _) | (false, None) => opts.data_save_mode.as_str(),
+            (false, Some("error" | "errorifexists")) => "ERROR_WHEN_DATA_EXISTS",
+            (false, Some("overwrite")) => "DROP_DATA",
+            (false, Some(_)) => "APPEND_DATA",
         };
-        let _ = o.string("tmp_path")?;
-        o.finish(SINK_OPTIONS)?;
 
         let (text_codec, parquet_codec) = match (format, codec) {
             (_, "none") => (TextCodec::None, Compression::UNCOMPRESSED),
@@ -354,7 +373,7 @@ impl SinkFactory for LocalFileSinkFactory {
             o,
             input,
             &PerTableOptions {
-                path: &path,
+                path: &opts.path,
                 name_expression: &name_expression,
                 partition_expression: &partition_expression,
                 extension: extension_opt.as_deref(),
@@ -481,10 +500,10 @@ impl Sink for LocalFileSink {
         ctx: &WriterContext,
         restored: Option<Value>,
     ) -> Result<Box<dyn SinkWriter>> {
-        let restored_cp = restored
-            .as_ref()
-            .and_then(|v| v.get("checkpoint"))
-            .and_then(Value::as_u64);
+        let restored_cp = match &restored {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(decode_state::<WriterState>(v, "a LocalFile writer")?.checkpoint),
+        };
         let n = self.cfg.tables.len();
         let w = FileWriter {
             cfg: self.cfg.clone(),

@@ -10,18 +10,27 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
 use arrow::datatypes::DataType;
 use ferry_api::value::{array_value_to_json, RowStyle};
-use ferry_api::{FerryError, Result, SinkWriter};
+use ferry_api::{encode_state, FerryError, Result, SinkWriter};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::lzo::LzopWriter;
 use crate::read::{Format, COMPONENT};
 use crate::text::Enc;
 
+use super::commit::CommitInfo;
 use super::config::*;
 use super::formats::*;
 use super::STAGING_DIR;
+
+/// A writer's snapshot: the checkpoint its files were last prepared for, from which a
+/// restored writer numbers its files and cleans up what a crash left staged.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct WriterState {
+    pub(super) checkpoint: u64,
+}
 
 /// One subtask's writer. Keeps, per input table, its open files by partition directory.
 pub(super) struct FileWriter {
@@ -409,13 +418,13 @@ impl SinkWriter for FileWriter {
     fn prepare_commit(&mut self, checkpoint_id: u64) -> Result<Option<Value>> {
         self.close_all()?;
         let files = std::mem::take(&mut self.done);
-        let stage_dirs: Vec<Value> = self
+        let stage_dirs: Vec<String> = self
             .cfg
             .roots
             .iter()
             .zip(&self.staged_roots)
             .filter(|(_, staged)| **staged)
-            .map(|(root, _)| json!(self.stage_dir(root).to_string_lossy()))
+            .map(|(root, _)| self.stage_dir(root).to_string_lossy().into_owned())
             .collect();
         self.staged_roots.iter_mut().for_each(|s| *s = false);
         self.rolls.iter_mut().for_each(HashMap::clear);
@@ -424,17 +433,27 @@ impl SinkWriter for FileWriter {
         if !self.cfg.transactional || files.is_empty() {
             return Ok(None);
         }
-        let pairs: Vec<Value> = files
-            .iter()
-            .map(|(s, t)| json!([s.to_string_lossy(), t.to_string_lossy()]))
-            .collect();
-        Ok(Some(json!({"stage_dirs": stage_dirs, "files": pairs})))
+        let info = CommitInfo {
+            stage_dirs: Some(stage_dirs),
+            stage_dir: None,
+            files: files
+                .iter()
+                .map(|(s, t)| {
+                    (
+                        s.to_string_lossy().into_owned(),
+                        t.to_string_lossy().into_owned(),
+                    )
+                })
+                .collect(),
+        };
+        encode_state(&info, "a LocalFile commit").map(Some)
     }
 
     fn snapshot(&mut self, checkpoint_id: u64) -> Result<Option<Value>> {
-        Ok(Some(
-            json!({"checkpoint": self.last_checkpoint.unwrap_or(checkpoint_id)}),
-        ))
+        let state = WriterState {
+            checkpoint: self.last_checkpoint.unwrap_or(checkpoint_id),
+        };
+        encode_state(&state, "a LocalFile writer").map(Some)
     }
 
     fn abort(&mut self) -> Result<()> {
