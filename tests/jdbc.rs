@@ -5,7 +5,8 @@
 //! tables hold what the source tables hold, or the rows it lists).
 //!
 //! The job files name fixed databases (`seatunnel`, `source`, `sink`, PostgreSQL's
-//! `public.sink`), so the cases run one at a time.
+//! `public.sink`), so the cases of one server run one at a time (one engine after the
+//! other); PostgreSQL's run beside MariaDB's.
 
 mod common;
 
@@ -15,7 +16,8 @@ use std::sync::Mutex;
 
 use common::{ferry, repo_root, Rng};
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+static PG_ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+static MY_ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn psql(sql: &str) -> String {
     common::psql("test", sql)
@@ -52,10 +54,15 @@ fn case(path: &str) -> PathBuf {
 }
 
 fn run(job: &Path, engine: &str) {
+    run_with(job, engine, &[]);
+}
+
+fn run_with(job: &Path, engine: &str, args: &[&str]) {
     let out = ferry()
         .arg("run")
         .arg(job)
         .args(["--engine", engine])
+        .args(args)
         .output()
         .expect("ferry runs");
     assert!(
@@ -188,26 +195,279 @@ fn mysql_table_path_and_table_list(engine: &str) {
     }
 }
 
-fn every_case(engine: &str) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+/// The values of one row of SeaTunnel's PostgreSQL all-types tables (`JdbcPostgresIT`,
+/// `JdbcPostgresIdentifierIT`), after `gid` (and `uuid_col`), up to the geography column.
+const PG_ROW_VALUES: &str = "'Hello World', 'Test', 'Testing', true, 10, 100, 1000, 10.55, 8.8888, 3.14, 3.14159265, 1, 100, 10000,
+    '2023-05-07', '2023-05-07 14:30:00', 'Testing', 21, 'Leblanc',
+    ST_GeomFromText('POINT(-122.3452 47.5925)', 4326),
+    ST_GeomFromText('LINESTRING(-122.3451 47.5924, -122.3449 47.5923)', 4326),
+    ST_GeomFromText('POLYGON((-122.3453 47.5922, -122.3453 47.5926, -122.3448 47.5926, -122.3448 47.5922, -122.3453 47.5922))', 4326),
+    ST_GeomFromText('MULTIPOINT(-122.3459 47.5927, -122.3445 47.5918)', 4326),
+    ST_GeomFromText('MULTILINESTRING((-122.3463 47.5920, -122.3461 47.5919),(-122.3459 47.5924, -122.3457 47.5923))', 4326),
+    ST_GeomFromText('MULTIPOLYGON(((-122.3458 47.5925, -122.3458 47.5928, -122.3454 47.5928, -122.3454 47.5925, -122.3458 47.5925)),((-122.3453 47.5921, -122.3453 47.5924, -122.3448 47.5924, -122.3448 47.5921, -122.3453 47.5921)))', 4326),
+    ST_GeomFromText('GEOMETRYCOLLECTION(POINT(-122.3462 47.5921), LINESTRING(-122.3460 47.5924, -122.3457 47.5924))', 4326),
+    ST_GeographyFromText('POINT(-122.3452 47.5925)')";
+
+const PG_COMMON_COLUMNS: &str = "text_col, varchar_col, char_col, boolean_col, smallint_col, integer_col, bigint_col, decimal_col, numeric_col, real_col, double_precision_col, smallserial_col, serial_col, bigserial_col, date_col, timestamp_col, bpchar_col, age, name";
+
+const PG_GEOMETRY_COLUMNS: [&str; 8] = [
+    "point",
+    "linestring",
+    "polygon_colums",
+    "multipoint",
+    "multilinestring",
+    "multipolygon",
+    "geometrycollection",
+    "geog",
+];
+
+/// The column definitions SeaTunnel's ITs share: the scalar ones, then the geometry
+/// columns as `geometry` (source) or `varchar(2000)` (sink), each with `ident` applied.
+fn pg_columns(ident: fn(&str) -> String, geometry: bool) -> String {
+    let scalar = [
+        "text_col TEXT",
+        "varchar_col VARCHAR(255)",
+        "char_col CHAR(10)",
+        "boolean_col bool",
+        "smallint_col int2",
+        "integer_col int4",
+        "bigint_col BIGINT",
+        "decimal_col DECIMAL(10, 2)",
+        "numeric_col NUMERIC(8, 4)",
+        "real_col float4",
+        "double_precision_col float8",
+        "smallserial_col SMALLSERIAL",
+        "serial_col SERIAL",
+        "bigserial_col BIGSERIAL",
+        "date_col DATE",
+        "timestamp_col TIMESTAMP",
+        "bpchar_col BPCHAR(10)",
+        "age INT NOT NULL",
+        "name VARCHAR(255) NOT NULL",
+    ];
+    let mut cols: Vec<String> = scalar
+        .iter()
+        .map(|c| {
+            let (name, ty) = c.split_once(' ').unwrap();
+            format!("{} {ty}", ident(name))
+        })
+        .collect();
+    let geo_types = [
+        "geometry(POINT, 4326)",
+        "geometry(LINESTRING, 4326)",
+        "geometry(POLYGON, 4326)",
+        "geometry(MULTIPOINT, 4326)",
+        "geometry(MULTILINESTRING, 4326)",
+        "geometry(MULTIPOLYGON, 4326)",
+        "geometry(GEOMETRYCOLLECTION, 4326)",
+        "geography(POINT, 4326)",
+    ];
+    for (c, t) in PG_GEOMETRY_COLUMNS.iter().zip(geo_types) {
+        let ty = if geometry { t } else { "varchar(2000) NULL" };
+        cols.push(format!("{} {ty}", ident(c)));
+    }
+    cols.join(", ")
+}
+
+/// The sink's geometry columns read back as SeaTunnel's ITs do (cast to geometry).
+fn pg_geometry_select(ident: fn(&str) -> String, cast: bool) -> String {
+    PG_GEOMETRY_COLUMNS
+        .iter()
+        .map(|c| {
+            let ty = if *c == "geog" {
+                "geography"
+            } else {
+                "geometry"
+            };
+            if cast {
+                format!("CAST({} AS {ty})", ident(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn pg_source_and_sink(engine: &str) {
+    // JdbcPostgresIT: `pg_e2e_source_table` (1000 rows of every type, PostGIS columns
+    // included) → `pg_e2e_sink_table`, by generated upserts, COPY, `?` inserts with two
+    // kinds of parallel reads, and XA.
+    let plain = |s: &str| s.to_string();
+    psql(&format!(
+        "DROP TABLE IF EXISTS pg_e2e_source_table, pg_e2e_sink_table;
+         CREATE TABLE pg_e2e_source_table (gid SERIAL PRIMARY KEY, uuid_col UUID, {}, json_col json NOT NULL, jsonb_col jsonb NOT NULL, xml_col xml NOT NULL);
+         CREATE TABLE pg_e2e_sink_table (gid SERIAL PRIMARY KEY, uuid_col UUID, {}, json_col json NOT NULL, jsonb_col jsonb NOT NULL, xml_col xml NOT NULL);
+         INSERT INTO pg_e2e_source_table (gid, uuid_col, {PG_COMMON_COLUMNS}, {}, json_col, jsonb_col, xml_col)
+           SELECT i, gen_random_uuid(), {PG_ROW_VALUES}, '{{\"key\":\"test\"}}', '{{\"key\":\"test\"}}', '<XX:NewSize>test</XX:NewSize>'
+           FROM generate_series(1, 1000) AS i",
+        pg_columns(plain, true),
+        pg_columns(plain, false),
+        pg_geometry_select(plain, false),
+    ));
+    let source = format!(
+        "SELECT gid, uuid_col, {PG_COMMON_COLUMNS}, {}, json_col, jsonb_col, cast(xml_col as varchar) FROM pg_e2e_source_table ORDER BY gid",
+        pg_geometry_select(plain, false)
+    );
+    let sink = format!(
+        "SELECT gid, uuid_col, {PG_COMMON_COLUMNS}, {}, json_col, jsonb_col, cast(xml_col as varchar) FROM pg_e2e_sink_table ORDER BY gid",
+        pg_geometry_select(plain, true)
+    );
+    let want = psql(&source);
+    assert_eq!(want.lines().count(), 1000);
+    for job in [
+        "pg/jdbc_postgres_source_and_sink.conf",
+        "pg/jdbc_postgres_source_and_sink_copy_stmt.conf",
+        "pg/jdbc_postgres_source_and_sink_parallel.conf",
+        "pg/jdbc_postgres_source_and_sink_parallel_upper_lower.conf",
+        "pg/jdbc_postgres_source_and_sink_xa.conf",
+    ] {
+        psql("TRUNCATE pg_e2e_sink_table");
+        run(&case(job), engine);
+        assert_eq!(psql(&sink), want, "{job} on {engine}");
+    }
+    // Ferry's own round trip: the same table → Parquet → a table created from the files.
+    let dir = tempfile::tempdir().unwrap();
+    let vars = format!("dir={}", dir.path().join("parquet").display());
+    run_with(&case("ferry/pg_to_parquet.conf"), engine, &["-i", &vars]);
+    run_with(&case("ferry/parquet_to_pg.conf"), engine, &["-i", &vars]);
+    let round_trip = format!(
+        "SELECT gid, uuid_col, {PG_COMMON_COLUMNS}, {}, json_col, jsonb_col, xml_col FROM pg_parquet_round_trip ORDER BY gid",
+        pg_geometry_select(plain, false)
+    );
+    assert_eq!(
+        psql(&round_trip),
+        want,
+        "PostgreSQL → Parquet → PostgreSQL on {engine}"
+    );
+
+    let left = psql(
+        "SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'ferry:%' AND gid NOT LIKE 'ferry:xa:%'",
+    );
+    assert!(left.is_empty(), "prepared transactions are left: {left}");
+
+    // JdbcPostgresIdentifierIT: `field_ide = UPPERCASE` into a table of upper-case names.
+    let upper = |s: &str| format!("\"{}\"", s.to_uppercase());
+    psql(&format!(
+        "DROP TABLE IF EXISTS pg_ide_source_table, \"PG_IDE_SINK_TABLE\";
+         CREATE TABLE pg_ide_source_table (gid SERIAL PRIMARY KEY, {}, inet_col INET);
+         CREATE TABLE \"PG_IDE_SINK_TABLE\" (\"GID\" SERIAL PRIMARY KEY, {}, \"INET_COL\" INET NULL);
+         INSERT INTO pg_ide_source_table (gid, {PG_COMMON_COLUMNS}, {}, inet_col)
+           SELECT i, {PG_ROW_VALUES}, '192.168.1.1' FROM generate_series(1, 10) AS i",
+        pg_columns(plain, true),
+        pg_columns(upper, false),
+        pg_geometry_select(plain, false),
+    ));
+    let upper_common: Vec<String> = PG_COMMON_COLUMNS.split(", ").map(upper).collect();
+    let want = psql(&format!(
+        "SELECT gid, {PG_COMMON_COLUMNS}, {}, inet_col FROM pg_ide_source_table ORDER BY gid",
+        pg_geometry_select(plain, false)
+    ));
+    run(&case("pg/jdbc_postgres_ide_source_and_sink.conf"), engine);
+    let got = psql(&format!(
+        "SELECT \"GID\", {}, {}, \"INET_COL\" FROM \"PG_IDE_SINK_TABLE\" ORDER BY \"GID\"",
+        upper_common.join(", "),
+        pg_geometry_select(upper, true)
+    ));
+    assert_eq!(want.lines().count(), 10);
+    assert_eq!(
+        got, want,
+        "jdbc_postgres_ide_source_and_sink.conf on {engine}"
+    );
+}
+
+fn pg_named_parameters(engine: &str) {
+    // JdbcSinkNameParameterSQLIT: FakeSource → `insert … values (:user_id, :name)`.
+    psql("DROP TABLE IF EXISTS public.sink; CREATE TABLE sink (user_id BIGINT NOT NULL PRIMARY KEY, name varchar(255), age INT)");
+    run(&case("pg/jdbc_sink_name_parameter_sql.conf"), engine);
+    assert_eq!(
+        psql("SELECT count(*), count(DISTINCT user_id), count(name), count(age) FROM sink"),
+        "100|100|100|0\n"
+    );
+}
+
+fn mysql_save_mode(engine: &str) {
+    // JdbcMysqlSaveModeHandlerIT: a query source into `test_laowang`, which the sink
+    // creates (CREATE_SCHEMA_WHEN_NOT_EXIST) with the source's columns and key `id`.
+    let columns = MYSQL_COLUMNS.replace("`c_time` time DEFAULT NULL,", "");
+    mariadb(&format!(
+        "DROP DATABASE IF EXISTS seatunnel; CREATE DATABASE seatunnel;
+         CREATE TABLE seatunnel.source (`id` bigint(20) NOT NULL, {columns}, UNIQUE (c_int));"
+    ));
+    let rows = mysql_rows("seatunnel.source", 50)
+        .replace(
+            "INSERT INTO seatunnel.source SELECT ",
+            "INSERT INTO seatunnel.source SELECT seq, ",
+        )
+        .replace(" sec_to_time(seq * 37),", "")
+        .replace("INSERT INTO seatunnel.source (c_int) VALUES (0);", "");
+    mariadb(&rows);
+    run(
+        &case("mysql/save_mode/jdbc_mysql_source_and_sink.conf"),
+        engine,
+    );
+    let count = |t: &str| {
+        mariadb(&format!(
+            "SELECT count(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'seatunnel' AND TABLE_NAME = '{t}'"
+        ))
+    };
+    assert_eq!(count("test_laowang"), count("source"));
+    assert_eq!(
+        mariadb("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'seatunnel' AND TABLE_NAME = 'test_laowang' AND CONSTRAINT_NAME = 'PRIMARY'"),
+        "id\n"
+    );
+    // The IT checks the created table; its rows are the source's too (the created column
+    // types are SeaTunnel's mapping, bit(1) a boolean and datetime at microseconds, so the
+    // rows compare by their text columns and numbers).
+    let digest = "SELECT count(*), sum(id), sum(c_int), sum(c_bigint_unsigned), group_concat(c_varchar ORDER BY id), group_concat(c_json ORDER BY id)";
+    assert_eq!(
+        mariadb(&format!("{digest} FROM seatunnel.test_laowang")),
+        mariadb(&format!("{digest} FROM seatunnel.source")),
+        "save mode job on {engine}"
+    );
+}
+
+/// The PostgreSQL cases; they share tables (`public.sink`, the all-types tables), so one
+/// engine's run at a time.
+fn pg_cases(engine: &str) {
+    let _one = PG_ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     pg_changelog(engine);
+    pg_source_and_sink(engine);
+    pg_named_parameters(engine);
+}
+
+/// The MySQL/MariaDB cases (databases `seatunnel`, `source`, `sink`): one engine at a time,
+/// beside the PostgreSQL ones.
+fn mysql_cases(engine: &str) {
+    let _one = MY_ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    mysql_save_mode(engine);
     mysql_source_and_sink(engine);
     mysql_table_path_and_table_list(engine);
 }
 
 #[test]
-fn seatunnels_jdbc_jobs_hold_what_its_tests_expect_on_the_embedded_engine() {
-    every_case("local");
+fn seatunnels_postgresql_jdbc_jobs_hold_what_its_tests_expect_on_the_embedded_engine() {
+    pg_cases("local");
 }
 
 #[test]
-fn seatunnels_jdbc_jobs_hold_what_its_tests_expect_on_spark() {
-    every_case("spark");
+fn seatunnels_postgresql_jdbc_jobs_hold_what_its_tests_expect_on_spark() {
+    pg_cases("spark");
+}
+
+#[test]
+fn seatunnels_mysql_jdbc_jobs_hold_what_its_tests_expect_on_the_embedded_engine() {
+    mysql_cases("local");
+}
+
+#[test]
+fn seatunnels_mysql_jdbc_jobs_hold_what_its_tests_expect_on_spark() {
+    mysql_cases("spark");
 }
 
 #[test]
 fn check_states_the_guarantee_and_never_shows_the_password() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = PG_ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     psql("DROP SCHEMA IF EXISTS ferry_t_check CASCADE; CREATE SCHEMA ferry_t_check; CREATE TABLE ferry_t_check.src (id int8 PRIMARY KEY, name text)");
     let dir = tempfile::tempdir().unwrap();
     let job = dir.path().join("check.conf");

@@ -10,8 +10,8 @@ use arrow::array::*;
 use arrow::datatypes::{DataType, TimeUnit};
 use ferry_api::value::{format_date, format_decimal, format_time};
 
-use crate::catalog::literal;
-use crate::conn::Dialect;
+use ferry_db::catalog::literal;
+use ferry_db::conn::Dialect;
 
 fn hex(b: &[u8]) -> String {
     const H: &[u8; 16] = b"0123456789abcdef";

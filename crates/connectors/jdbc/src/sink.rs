@@ -19,17 +19,18 @@ use std::time::Duration;
 use arrow::array::ArrayRef;
 use ferry_api::placeholder::substitute_options;
 use ferry_api::{
-    ChangeBatch, FerryError, JobContext, OptionKind, OptionSpec, Options, ResolveContext, Result,
-    RowKind, Sink, SinkCommitter, SinkDelivery, SinkFactory, SinkWriter, TableSchema,
-    WriterContext,
+    decode_state, encode_state, ChangeBatch, FerryError, JobContext, OptionSpec, Options,
+    ResolveContext, Result, RowKind, Sink, SinkCommitter, SinkDelivery, SinkFactory, SinkWriter,
+    TableSchema, WriterContext,
 };
 use mysql_async::prelude::Queryable;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::catalog::{literal, pg_rows};
-use crate::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect};
+use crate::copy::CsvColumns;
 use crate::render::{bind_query, push_literal};
-use crate::types::ddl_type;
+use ferry_db::catalog::{literal, pg_rows};
+use ferry_db::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect, CONN_OPTIONS};
+use ferry_db::types::ddl_type;
 
 const COMPONENT: &str = "sink Jdbc";
 
@@ -46,195 +47,84 @@ const DATA_MODES: &[&str] = &[
     "CUSTOM_PROCESSING",
 ];
 
+const FIELD_IDE: &[&str] = &["ORIGINAL", "UPPERCASE", "LOWERCASE"];
+
+ferry_api::declare_options! {
+    /// Where and how one input table is written, read once per input table after its
+    /// placeholders (`${table_name}`, `${primary_key}`, …) are replaced.
+    struct TargetOptions => TARGET_OPTIONS {
+        /// The statement per row, with `?` (fields in order) or `:name` parameters.
+        query: String = "query", optional;
+        /// Target database (placeholders like ${database_name} allowed).
+        database: String = "database", optional;
+        /// Target table, `schema.table` on PostgreSQL (placeholders like ${table_name} allowed); default: the input table's name, as SeaTunnel's multi-table sinks.
+        table: String = "table", optional;
+        /// Target schema, in place of the one `table` names (${schema_name} allowed).
+        schema: String = "schema", optional;
+        /// Text put before the target table's name (`sink_` makes `t` into `sink_t`).
+        prefix: String = "tablePrefix", optional;
+        /// Text put after the target table's name.
+        suffix: String = "tableSuffix", optional;
+        /// Key columns for upserts and deletes (`["${primary_key}"]` takes the input's).
+        primary_keys: Vec<String> = "primary_keys", optional;
+        /// The statement CUSTOM_PROCESSING runs.
+        custom_sql: String = "custom_sql", optional;
+    }
+}
+
+ferry_api::declare_options! {
+    /// The sink's options beside the connection's and the targets'.
+    struct SinkOptions => SINK_ONLY {
+        /// Generate inserts/upserts/deletes for `database`.`table` from the input's schema.
+        generate_sink_sql: bool = "generate_sink_sql", default false;
+        /// Write INSERT/UPDATE_AFTER as upserts when keys are known.
+        enable_upsert: bool = "enable_upsert", default true;
+        /// Accepted; upserts use the dialect's native statement.
+        _support_upsert_by_query_primary_key_exist: bool = "support_upsert_by_query_primary_key_exist", default false;
+        /// Case of generated identifiers.
+        field_ide: String = "field_ide", default "ORIGINAL", one_of FIELD_IDE;
+        /// Rows buffered before a flush (also flushed at every checkpoint).
+        batch_size: u64 = "batch_size", default 1000;
+        /// Retries of a flush that failed transiently (connection lost, deadlock, serialization failure),
+        /// with a fresh connection and a pause doubling from 400 ms; not with is_exactly_once.
+        max_retries: u64 = "max_retries", default 0;
+        /// Exactly-once with XA transactions committed with the checkpoint.
+        is_exactly_once: bool = "is_exactly_once", default false;
+        /// Accepted (the Java XA data source); XA is native here.
+        _xa_data_source_class_name: String = "xa_data_source_class_name", optional;
+        /// Attempts to commit a prepared transaction.
+        max_commit_attempts: u64 = "max_commit_attempts", default 3;
+        /// Accepted for compatibility.
+        _transaction_timeout_sec: i64 = "transaction_timeout_sec", default -1;
+        /// Accepted for compatibility (each flush commits).
+        _auto_commit: bool = "auto_commit", default true;
+        /// PostgreSQL: append inserted rows with COPY … FROM STDIN (CSV) instead of INSERT statements (no upsert; deletes by key still run as statements).
+        use_copy_statement: bool = "use_copy_statement", default false;
+        /// What to do with the target table before the job (generate_sink_sql).
+        schema_save_mode: String = "schema_save_mode", default "CREATE_SCHEMA_WHEN_NOT_EXIST", one_of SCHEMA_MODES;
+        /// What to do with existing rows before the job.
+        data_save_mode: String = "data_save_mode", default "APPEND_DATA", one_of DATA_MODES;
+        /// Accepted; created tables get their primary key.
+        _create_index: bool = "create_index", default true;
+        /// Accepted for compatibility.
+        _enable_delete: bool = "enable_delete", default true;
+        /// Accepted for compatibility.
+        _compatible_mode: String = "compatible_mode", optional;
+    }
+}
+
 /// Every option of the sink.
-pub const SINK_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required(
-        "url",
-        OptionKind::String,
-        "jdbc:postgresql://…, jdbc:mysql://… or jdbc:mariadb://…",
-    ),
-    OptionSpec::optional(
-        "driver",
-        OptionKind::String,
-        None,
-        "Java driver class; must match the url's database.",
-    ),
-    OptionSpec::optional("user", OptionKind::String, None, "User name."),
-    OptionSpec::optional(
-        "username",
-        OptionKind::String,
-        None,
-        "User name (alternative spelling).",
-    ),
-    OptionSpec::optional(
-        "password",
-        OptionKind::String,
-        None,
-        "Password; never shown in messages.",
-    ),
-    OptionSpec::optional(
-        "properties",
-        OptionKind::Object,
-        None,
-        "Connection properties.",
-    ),
-    OptionSpec::optional(
-        "connection_check_timeout_sec",
-        OptionKind::Int,
-        Some("30"),
-        "How long to wait for a connection, in seconds.",
-    ),
-    OptionSpec::optional(
-        "query",
-        OptionKind::String,
-        None,
-        "The statement per row, with `?` (fields in order) or `:name` parameters.",
-    ),
-    OptionSpec::optional(
-        "generate_sink_sql",
-        OptionKind::Bool,
-        Some("false"),
-        "Generate inserts/upserts/deletes for `database`.`table` from the input's schema.",
-    ),
-    OptionSpec::optional(
-        "database",
-        OptionKind::String,
-        None,
-        "Target database (placeholders like ${database_name} allowed).",
-    ),
-    OptionSpec::optional(
-        "table",
-        OptionKind::String,
-        None,
-        "Target table, `schema.table` on PostgreSQL (placeholders like ${table_name} allowed); default: the input table's name, as SeaTunnel's multi-table sinks.",
-    ),
-    OptionSpec::optional(
-        "schema",
-        OptionKind::String,
-        None,
-        "Target schema, in place of the one `table` names (${schema_name} allowed).",
-    ),
-    OptionSpec::optional(
-        "tablePrefix",
-        OptionKind::String,
-        None,
-        "Text put before the target table's name (`sink_` makes `t` into `sink_t`).",
-    ),
-    OptionSpec::optional(
-        "tableSuffix",
-        OptionKind::String,
-        None,
-        "Text put after the target table's name.",
-    ),
-    OptionSpec::optional(
-        "primary_keys",
-        OptionKind::List,
-        None,
-        "Key columns for upserts and deletes (`[\"${primary_key}\"]` takes the input's).",
-    ),
-    OptionSpec::optional(
-        "enable_upsert",
-        OptionKind::Bool,
-        Some("true"),
-        "Write INSERT/UPDATE_AFTER as upserts when keys are known.",
-    ),
-    OptionSpec::optional(
-        "support_upsert_by_query_primary_key_exist",
-        OptionKind::Bool,
-        Some("false"),
-        "Accepted; upserts use the dialect's native statement.",
-    ),
-    OptionSpec::optional(
-        "field_ide",
-        OptionKind::Enum(&["ORIGINAL", "UPPERCASE", "LOWERCASE"]),
-        Some("ORIGINAL"),
-        "Case of generated identifiers.",
-    ),
-    OptionSpec::optional(
-        "batch_size",
-        OptionKind::Int,
-        Some("1000"),
-        "Rows buffered before a flush (also flushed at every checkpoint).",
-    ),
-    OptionSpec::optional(
-        "max_retries",
-        OptionKind::Int,
-        Some("0"),
-        "Retries of a flush that failed transiently (connection lost, deadlock, serialization failure), with a fresh connection and a pause doubling from 400 ms; not with is_exactly_once.",
-    ),
-    OptionSpec::optional(
-        "is_exactly_once",
-        OptionKind::Bool,
-        Some("false"),
-        "Exactly-once with XA transactions committed with the checkpoint.",
-    ),
-    OptionSpec::optional(
-        "xa_data_source_class_name",
-        OptionKind::String,
-        None,
-        "Accepted (the Java XA data source); XA is native here.",
-    ),
-    OptionSpec::optional(
-        "max_commit_attempts",
-        OptionKind::Int,
-        Some("3"),
-        "Attempts to commit a prepared transaction.",
-    ),
-    OptionSpec::optional(
-        "transaction_timeout_sec",
-        OptionKind::Int,
-        Some("-1"),
-        "Accepted for compatibility.",
-    ),
-    OptionSpec::optional(
-        "auto_commit",
-        OptionKind::Bool,
-        Some("true"),
-        "Accepted for compatibility (each flush commits).",
-    ),
-    OptionSpec::optional(
-        "use_copy_statement",
-        OptionKind::Bool,
-        Some("false"),
-        "PostgreSQL: append with COPY (accepted; inserts are multi-row statements).",
-    ),
-    OptionSpec::optional(
-        "schema_save_mode",
-        OptionKind::Enum(SCHEMA_MODES),
-        Some("CREATE_SCHEMA_WHEN_NOT_EXIST"),
-        "What to do with the target table before the job (generate_sink_sql).",
-    ),
-    OptionSpec::optional(
-        "data_save_mode",
-        OptionKind::Enum(DATA_MODES),
-        Some("APPEND_DATA"),
-        "What to do with existing rows before the job.",
-    ),
-    OptionSpec::optional(
-        "custom_sql",
-        OptionKind::String,
-        None,
-        "The statement CUSTOM_PROCESSING runs.",
-    ),
-    OptionSpec::optional(
-        "create_index",
-        OptionKind::Bool,
-        Some("true"),
-        "Accepted; created tables get their primary key.",
-    ),
-    OptionSpec::optional(
-        "enable_delete",
-        OptionKind::Bool,
-        Some("true"),
-        "Accepted for compatibility.",
-    ),
-    OptionSpec::optional(
-        "compatible_mode",
-        OptionKind::String,
-        None,
-        "Accepted for compatibility.",
-    ),
-];
+pub const SINK_OPTIONS: &[OptionSpec] =
+    ferry_api::concat_specs!(CONN_OPTIONS, TARGET_OPTIONS, SINK_ONLY);
+
+/// The spelling in `values` of `v`, which `one_of` has checked is one of them.
+fn listed(values: &[&'static str], v: &str) -> &'static str {
+    values
+        .iter()
+        .copied()
+        .find(|s| *s == v)
+        .unwrap_or(values[0])
+}
 
 /// How one input table is written.
 #[derive(Debug, Clone)]
@@ -255,6 +145,8 @@ struct Target {
     keys: Vec<usize>,
     /// Upsert rather than insert.
     upsert: bool,
+    /// Append inserted rows with `COPY … FROM STDIN` (`use_copy_statement`).
+    copy: bool,
     schema_mode: &'static str,
     data_mode: &'static str,
     custom_sql: Option<String>,
@@ -299,29 +191,29 @@ impl JdbcSinkFactory {
     pub(crate) fn build(&self, o: &mut Options, input: &[TableSchema]) -> Result<JdbcSink> {
         let conn = ConnInfo::from_options(o)?;
         let d = conn.dialect;
-        let generate = o.bool("generate_sink_sql")?.unwrap_or(false);
-        let batch_size = o.u64("batch_size")?.unwrap_or(1000).max(1) as usize;
-        let max_retries = o.u64("max_retries")?.unwrap_or(0);
-        let exactly_once = o.bool("is_exactly_once")?.unwrap_or(false);
-        let _ = o.string("xa_data_source_class_name")?;
-        let max_commit_attempts = o.u64("max_commit_attempts")?.unwrap_or(3).max(1);
-        let _ = o.i64("transaction_timeout_sec")?;
-        let _ = o.bool("auto_commit")?;
-        let _ = o.bool("use_copy_statement")?;
-        let _ = o.bool("create_index")?;
-        let _ = o.bool("enable_delete")?;
-        let _ = o.string("compatible_mode")?;
-        let _ = o.bool("support_upsert_by_query_primary_key_exist")?;
-        let enable_upsert = o.bool("enable_upsert")?.unwrap_or(true);
-        let field_ide = o
-            .enum_value("field_ide", &["ORIGINAL", "UPPERCASE", "LOWERCASE"])?
-            .unwrap_or("ORIGINAL");
-        let schema_mode = o
-            .enum_value("schema_save_mode", SCHEMA_MODES)?
-            .unwrap_or("CREATE_SCHEMA_WHEN_NOT_EXIST");
-        let data_mode = o
-            .enum_value("data_save_mode", DATA_MODES)?
-            .unwrap_or("APPEND_DATA");
+        let own = SinkOptions::read(o)?;
+        let generate = own.generate_sink_sql;
+        let batch_size = own.batch_size.max(1) as usize;
+        let max_retries = own.max_retries;
+        let exactly_once = own.is_exactly_once;
+        let max_commit_attempts = own.max_commit_attempts.max(1);
+        let copy = own.use_copy_statement;
+        if copy && d != Dialect::Postgres {
+            return Err(o.error(
+                "use_copy_statement",
+                "is PostgreSQL's COPY; MySQL and MariaDB have none (remove it)",
+            ));
+        }
+        if copy && o.contains("query") {
+            return Err(o.error(
+                "use_copy_statement",
+                "writes generated COPY statements and cannot run a query: remove one of them",
+            ));
+        }
+        let enable_upsert = own.enable_upsert;
+        let field_ide = own.field_ide.as_str();
+        let schema_mode = listed(SCHEMA_MODES, &own.schema_save_mode);
+        let data_mode = listed(DATA_MODES, &own.data_save_mode);
         if exactly_once && max_retries > 0 {
             return Err(o.location().error_with_hint(
                 "max_retries",
@@ -346,12 +238,19 @@ impl JdbcSinkFactory {
         for t in input {
             // Placeholders (${table_name}, ${primary_key}, …) per input table.
             let mut per = Options::new(substitute_options(&raw, t), o.location().clone());
-            let query = per.string("query")?;
-            let database = per.string("database")?;
-            let table = per.string("table")?;
-            let schema_override = per.string("schema")?.filter(|s| !s.is_empty());
-            let prefix = per.string("tablePrefix")?.unwrap_or_default();
-            let suffix = per.string("tableSuffix")?.unwrap_or_default();
+            let TargetOptions {
+                query,
+                database,
+                table,
+                schema,
+                prefix,
+                suffix,
+                primary_keys: pks,
+                custom_sql,
+            } = TargetOptions::read(&mut per)?;
+            let schema_override = schema.filter(|s| !s.is_empty());
+            let prefix = prefix.unwrap_or_default();
+            let suffix = suffix.unwrap_or_default();
             // SeaTunnel's JdbcSinkFactory: no `table` means the input table's own name.
             let table = table.or_else(|| {
                 let own = t
@@ -373,8 +272,6 @@ impl JdbcSinkFactory {
                     None => name,
                 }
             });
-            let custom_sql = per.string("custom_sql")?;
-            let pks = per.string_list("primary_keys")?;
             let names: Vec<String> = t.schema.fields().iter().map(|f| f.name().clone()).collect();
             let key_names: Vec<String> = match pks {
                 Some(k) => k
@@ -399,10 +296,13 @@ impl JdbcSinkFactory {
                 let Some(table) = table.filter(|s| !s.is_empty()) else {
                     return Err(o.error("table", "is required with generate_sink_sql = true"));
                 };
-                let table = ide(field_ide, &table);
-                let database = database
-                    .map(|x| ide(field_ide, &x))
-                    .filter(|s| !s.is_empty());
+                // field_ide changes the table's own name, not its schema or database (as
+                // SeaTunnel's dialects quote them).
+                let table = match table.rsplit_once('.') {
+                    Some((schema, name)) => format!("{schema}.{}", ide(field_ide, name)),
+                    None => ide(field_ide, &table),
+                };
+                let database = database.filter(|s| !s.is_empty());
                 let (schema, name) = match table.split_once('.') {
                     Some((s, n)) => (Some(s.to_string()), n.to_string()),
                     None => (None, table.clone()),
@@ -438,24 +338,17 @@ impl JdbcSinkFactory {
                 quoted,
                 parts,
                 columns: names.iter().map(|n| ide(field_ide, n)).collect(),
-                upsert: enable_upsert && !keys.is_empty(),
+                // COPY appends: as SeaTunnel's copy writer, it does not upsert.
+                upsert: enable_upsert && !keys.is_empty() && !copy,
+                copy,
                 keys,
                 schema_mode,
                 data_mode,
                 custom_sql,
             });
         }
-        for k in [
-            "query",
-            "database",
-            "table",
-            "custom_sql",
-            "primary_keys",
-            "schema",
-            "tablePrefix",
-            "tableSuffix",
-        ] {
-            let _ = o.get(k);
+        for s in TARGET_OPTIONS {
+            let _ = o.get(s.name);
         }
         o.finish(SINK_OPTIONS)?;
         Ok(JdbcSink {
@@ -578,13 +471,7 @@ impl Conn {
     async fn exec_classified(&mut self, sql: &str) -> std::result::Result<(), (FerryError, bool)> {
         match self {
             Conn::Pg(c) => c.batch_execute(sql).await.map_err(|e| {
-                // 40001 serialization failure, 40P01 deadlock, class 08 connection
-                // exceptions, 57P01-03 the server shutting down or restarting.
-                let transient = e.is_closed()
-                    || e.code().is_some_and(|c| {
-                        let c = c.code();
-                        c == "40001" || c == "40P01" || c.starts_with("08") || c.starts_with("57P0")
-                    });
+                let transient = pg_transient(&e);
                 let err = FerryError::external(
                     COMPONENT,
                     format!("{}: {}", pg_error_text(&e), shorten(sql)),
@@ -605,6 +492,29 @@ impl Conn {
                 )
             }),
         }
+    }
+
+    /// Runs a flush's statements and COPY streams in order, classified as
+    /// [`Conn::exec_classified`] does.
+    async fn run_parts(&mut self, parts: &[Part]) -> std::result::Result<(), (FerryError, bool)> {
+        for part in parts {
+            match (part, &mut *self) {
+                (Part::Sql(sql), c) => c.exec_classified(sql).await?,
+                (Part::Copy { sql, data }, Conn::Pg(c)) => {
+                    copy_in(c, sql, data.clone()).await.map_err(|e| {
+                        let err = FerryError::external(
+                            COMPONENT,
+                            format!("{}: {sql}", pg_error_text(&e)),
+                        );
+                        (err, pg_transient(&e))
+                    })?;
+                }
+                (Part::Copy { .. }, Conn::My(_)) => {
+                    return Err((FerryError::internal("COPY on a MySQL connection"), false))
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The first column of every row of `sql`, as text.
@@ -634,6 +544,30 @@ impl Conn {
             }
         }
     }
+}
+
+/// Whether a PostgreSQL error may pass when the same statements are sent again: 40001
+/// serialization failure, 40P01 deadlock, class 08 connection exceptions, 57P01-03 the
+/// server shutting down or restarting, or a closed connection.
+fn pg_transient(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || e.code().is_some_and(|c| {
+            let c = c.code();
+            c == "40001" || c == "40P01" || c.starts_with("08") || c.starts_with("57P0")
+        })
+}
+
+/// Streams `data` (CSV lines) into `COPY … FROM STDIN`.
+async fn copy_in(
+    c: &tokio_postgres::Client,
+    sql: &str,
+    data: bytes::Bytes,
+) -> std::result::Result<u64, tokio_postgres::Error> {
+    use futures_util::SinkExt;
+    let sink = c.copy_in::<_, bytes::Bytes>(sql).await?;
+    futures_util::pin_mut!(sink);
+    sink.send(data).await?;
+    sink.finish().await
 }
 
 /// A statement shown in an error: its start, so that a batch of rows does not flood the log.
@@ -816,6 +750,8 @@ impl Sink for JdbcSink {
     fn delivery_reason(&self) -> Option<String> {
         Some(if self.exactly_once {
             "exactly-once: XA transactions prepared at each checkpoint barrier and committed with the checkpoint".into()
+        } else if self.targets.iter().any(|t| t.copy) {
+            "at-least-once: use_copy_statement appends with COPY, so rows written again after a restart are appended again (or fail on the table's primary key); set is_exactly_once for transactions".into()
         } else if self.delivery() == SinkDelivery::ExactlyOnce {
             "exactly-once in effect: upserts by primary key, so rows written again after a restart converge".into()
         } else {
@@ -878,11 +814,12 @@ impl Sink for JdbcSink {
             Ok(c)
         })?;
         let prefix = format!("ferry:{}:{}:", ctx.job.job_id, ctx.subtask);
+        let restored: Option<WriterState> = restored
+            .map(|v| decode_state(&v, "a Jdbc writer"))
+            .transpose()?;
+        let last_checkpoint = restored.map(|w| w.checkpoint);
         if self.exactly_once {
-            let after = restored
-                .as_ref()
-                .and_then(|v| v.get("checkpoint"))
-                .and_then(Value::as_u64);
+            let after = last_checkpoint;
             block_on(rollback_own(&mut c, self.conn.dialect, &prefix, after))?;
         }
         Ok(Box::new(JdbcWriter {
@@ -910,10 +847,7 @@ impl Sink for JdbcSink {
             pending: Vec::new(),
             pending_rows: 0,
             in_tx: false,
-            last_checkpoint: restored
-                .as_ref()
-                .and_then(|v| v.get("checkpoint"))
-                .and_then(Value::as_u64),
+            last_checkpoint,
             mysql_xid: None,
         }))
     }
@@ -988,6 +922,16 @@ enum Op {
     Delete { target: usize, keys: Vec<String> },
     /// Statements of the user's query.
     Query { statements: Vec<String> },
+    /// Rows appended with COPY, as CSV lines.
+    Copy { target: usize, data: Vec<u8> },
+}
+
+/// What one flush sends, in order: statements (several joined in one round trip), and
+/// COPY streams.
+#[derive(Clone)]
+enum Part {
+    Sql(String),
+    Copy { sql: String, data: bytes::Bytes },
 }
 
 struct JdbcWriter {
@@ -1030,6 +974,15 @@ impl JdbcWriter {
         let d = self.dialect;
         match op {
             Op::Query { statements } => statements.join(";\n"),
+            Op::Copy { target, .. } => {
+                let t = &self.targets[*target];
+                let cols: Vec<String> = t.columns.iter().map(|c| d.quote(c)).collect();
+                format!(
+                    "COPY {} ({}) FROM STDIN (FORMAT csv)",
+                    t.quoted,
+                    cols.join(", ")
+                )
+            }
             Op::Write { target, rows, .. } => {
                 let t = &self.targets[*target];
                 let cols: Vec<String> = t.columns.iter().map(|c| d.quote(c)).collect();
@@ -1103,7 +1056,6 @@ impl JdbcWriter {
                 Dialect::MySql => "",
             });
         }
-        let stmts: Vec<String> = ops.iter().map(|op| self.statement(op)).collect();
         if self.exactly_once && !self.in_tx && self.dialect == Dialect::MySql {
             let xid = self.xid(self.last_checkpoint.map_or(1, |c| c + 1));
             block_on(
@@ -1113,13 +1065,34 @@ impl JdbcWriter {
             self.mysql_xid = Some(xid);
         }
         self.in_tx = self.exactly_once;
-        sql.push_str(&stmts.join(";\n"));
+        let mut parts: Vec<Part> = Vec::new();
+        for op in ops {
+            let stmt = self.statement(&op);
+            if let Op::Copy { data, .. } = op {
+                parts.push(Part::Copy {
+                    sql: stmt,
+                    data: data.into(),
+                });
+            } else if let Some(Part::Sql(last)) = parts.last_mut() {
+                last.push_str(";\n");
+                last.push_str(&stmt);
+            } else {
+                parts.push(Part::Sql(stmt));
+            }
+        }
+        if !sql.is_empty() {
+            // BEGIN goes before everything else.
+            match parts.first_mut() {
+                Some(Part::Sql(first)) => first.insert_str(0, &sql),
+                _ => parts.insert(0, Part::Sql(sql.trim_end_matches([';', '\n']).to_string())),
+            }
+        }
         let (conn, info, retries) = (&mut self.conn, &self.conn_info, self.max_retries);
         let fence = self.fence.as_deref();
         block_on(async {
             let mut attempt = 0;
             loop {
-                match conn.exec_classified(&sql).await {
+                match conn.run_parts(&parts).await {
                     Ok(()) => return Ok(()),
                     // Never with XA (refused at planning): a retried transaction could
                     // hold its rows twice. Without XA the statements run one by one, so
@@ -1164,6 +1137,11 @@ impl SinkWriter for JdbcWriter {
         let t = self.targets[ti].clone();
         let cols = batch.data.columns();
         let all: Vec<usize> = (0..cols.len()).collect();
+        let csv = if t.copy {
+            Some(CsvColumns::new(cols, &all).map_err(|m| FerryError::data(COMPONENT, m))?)
+        } else {
+            None
+        };
         for i in 0..batch.num_rows() {
             let kind = batch.kind(i);
             if let Some(q) = &t.query {
@@ -1206,6 +1184,15 @@ impl SinkWriter for JdbcWriter {
                             "{COMPONENT}: a DELETE row reached table {} which has no primary_keys: set primary_keys to delete by key",
                             t.quoted
                         )))
+                    }
+                    _ if csv.is_some() => {
+                        let reuse = matches!(self.pending.last(), Some(Op::Copy { target, .. }) if *target == ti);
+                        if !reuse {
+                            self.pending.push(Op::Copy { target: ti, data: Vec::new() });
+                        }
+                        if let (Some(Op::Copy { data, .. }), Some(csv)) = (self.pending.last_mut(), &csv) {
+                            csv.push_row(data, i).map_err(|m| FerryError::data(COMPONENT, m))?;
+                        }
                     }
                     _ => {
                         let row = self.row_tuple(cols, &all, i)?;
@@ -1285,11 +1272,13 @@ impl SinkWriter for JdbcWriter {
             }
         };
         self.in_tx = false;
-        Ok(Some(json!({ "xid": xid })))
+        Ok(Some(encode_state(&XaCommit { xid }, "an XA commit")?))
     }
 
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
-        Ok(self.last_checkpoint.map(|c| json!({ "checkpoint": c })))
+        self.last_checkpoint
+            .map(|checkpoint| encode_state(&WriterState { checkpoint }, "a Jdbc writer"))
+            .transpose()
     }
 
     fn abort(&mut self) -> Result<()> {
@@ -1372,21 +1361,32 @@ impl XaCommitter {
     }
 }
 
+/// A writer's state in a checkpoint: the last checkpoint it prepared, from which its XA
+/// transaction ids continue after a restore.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct WriterState {
+    checkpoint: u64,
+}
+
+/// What a writer's prepared XA transaction leaves for the committer: its global id.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct XaCommit {
+    xid: String,
+}
+
 impl SinkCommitter for XaCommitter {
     fn commit(&mut self, _checkpoint_id: u64, infos: Vec<Value>) -> Result<()> {
         for info in infos {
-            if let Some(xid) = info.get("xid").and_then(Value::as_str) {
-                self.run(xid, true)?;
-            }
+            let c: XaCommit = decode_state(&info, "an XA commit")?;
+            self.run(&c.xid, true)?;
         }
         Ok(())
     }
 
     fn abort(&mut self, _checkpoint_id: u64, infos: Vec<Value>) -> Result<()> {
         for info in infos {
-            if let Some(xid) = info.get("xid").and_then(Value::as_str) {
-                self.run(xid, false)?;
-            }
+            let c: XaCommit = decode_state(&info, "an XA commit")?;
+            self.run(&c.xid, false)?;
         }
         Ok(())
     }

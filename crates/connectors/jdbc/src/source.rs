@@ -26,72 +26,82 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use ferry_api::io::{Fetched, Fetcher, Readiness};
 use ferry_api::{
-    catalog::ColumnInfo, Boundedness, CatalogInfo, ChangeBatch, EnumeratorContext, FerryError,
-    JobMode, OptionKind, OptionSpec, Options, ReadStatus, ReaderContext, ResolveContext, Result,
-    Source, SourceFactory, SourceReader, Split, SplitEnumerator, TableId, TableSchema,
+    Boundedness, ChangeBatch, EnumeratorContext, FerryError, JobMode, OptionSpec, Options,
+    ReadStatus, ReaderContext, ResolveContext, Result, Source, SourceFactory, SourceReader, Split,
+    SplitEnumerator, TableSchema,
 };
 use futures_util::StreamExt;
 use mysql_async::prelude::Queryable;
 use serde_json::{json, Value};
 
-use crate::catalog::{describe_mysql, describe_pg, literal, pg_rows, Described};
-use crate::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect};
-use crate::decode::{Builders, CopyDecoder};
-use crate::types::ColumnDef;
+use ferry_db::catalog::{literal, pg_rows};
+use ferry_db::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect, CONN_OPTIONS};
+use ferry_db::decode::{Builders, CopyDecoder};
+use ferry_db::relation::{describe, TablePath};
+use ferry_db::types::ColumnDef;
 
 const COMPONENT: &str = "source Jdbc";
 
-/// Every option of the source.
-pub const SOURCE_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required("url", OptionKind::String, "jdbc:postgresql://host:port/db, jdbc:mysql://host:port/db or jdbc:mariadb://host:port/db, with URL properties after '?'."),
-    OptionSpec::optional("driver", OptionKind::String, None, "Java driver class (org.postgresql.Driver, com.mysql.cj.jdbc.Driver, com.mysql.jdbc.Driver, org.mariadb.jdbc.Driver): must match the url's database."),
-    OptionSpec::optional("user", OptionKind::String, None, "User name."),
-    OptionSpec::optional("username", OptionKind::String, None, "User name (alternative spelling)."),
-    OptionSpec::optional("password", OptionKind::String, None, "Password; never shown in messages."),
-    OptionSpec::optional("properties", OptionKind::Object, None, "Connection properties, as URL properties."),
-    OptionSpec::optional("connection_check_timeout_sec", OptionKind::Int, Some("30"), "How long to wait for a connection, in seconds."),
-    OptionSpec::optional("query", OptionKind::String, None, "The query to read."),
-    OptionSpec::optional("table_path", OptionKind::String, None, "The table to read: db.schema.table (PostgreSQL) or db.table (MySQL)."),
-    OptionSpec::optional("table_list", OptionKind::List, None, "Several tables, each { table_path, query, where_condition, partition_column, … }."),
-    OptionSpec::optional("where_condition", OptionKind::String, None, "A filter for table_path reads: `where id > 10`."),
-    OptionSpec::optional("fetch_size", OptionKind::Int, Some("0"), "Rows per batch (0: 8192)."),
-    OptionSpec::optional("partition_column", OptionKind::String, None, "Column to split reads on (fixed splitter): numeric ranges, or a hash for text."),
-    OptionSpec::optional("partition_num", OptionKind::Int, None, "Number of splits of the fixed splitter (default: the parallelism)."),
-    OptionSpec::optional("partition_lower_bound", OptionKind::Any, None, "Lowest partition_column value (default: MIN)."),
-    OptionSpec::optional("partition_upper_bound", OptionKind::Any, None, "Highest partition_column value (default: MAX)."),
-    OptionSpec::optional("split.size", OptionKind::Int, Some("8096"), "Rows per split of the dynamic splitter (split key from the primary or a unique key)."),
-    OptionSpec::optional("split.even-distribution.factor.upper-bound", OptionKind::Float, Some("100"), "Keys per row at most for even splitting."),
-    OptionSpec::optional("split.even-distribution.factor.lower-bound", OptionKind::Float, Some("0.05"), "Keys per row at least for even splitting."),
-    OptionSpec::optional("split.sample-sharding.threshold", OptionKind::Int, Some("1000"), "Accepted; uneven tables are split by walking the key in split.size steps."),
-    OptionSpec::optional("split.inverse-sampling.rate", OptionKind::Int, Some("1000"), "Accepted; see split.sample-sharding.threshold."),
-    OptionSpec::optional("max_retries", OptionKind::Int, Some("0"), "Accepted for compatibility."),
-    OptionSpec::optional("compatible_mode", OptionKind::String, None, "Accepted for compatibility."),
-    OptionSpec::optional("decimal_type_narrowing", OptionKind::Bool, Some("true"), "Accepted for compatibility."),
-    OptionSpec::optional("int_type_narrowing", OptionKind::Bool, Some("true"), "Accepted for compatibility."),
-    OptionSpec::optional("use_select_count", OptionKind::Bool, Some("false"), "Accepted for compatibility."),
-    OptionSpec::optional("skip_analyze", OptionKind::Bool, Some("false"), "Accepted for compatibility."),
-];
+ferry_api::declare_options! {
+    /// What to read from one table: set at the top, or in each block of `table_list`
+    /// (where unset splitter options take the top's).
+    struct TableOptions => TABLE_OPTIONS {
+        /// The query to read.
+        query: String = "query", optional;
+        /// The table to read: db.schema.table (PostgreSQL) or db.table (MySQL).
+        table_path: String = "table_path", optional;
+        /// A filter for table_path reads: `where id > 10`.
+        where_condition: String = "where_condition", optional;
+        /// Column to split reads on (fixed splitter): numeric ranges, or a hash for text.
+        partition_column: String = "partition_column", optional;
+        /// Number of splits of the fixed splitter (default: the parallelism).
+        partition_num: u64 = "partition_num", optional, min 1;
+        /// Lowest partition_column value (default: MIN).
+        lower: Value = "partition_lower_bound", optional;
+        /// Highest partition_column value (default: MAX).
+        upper: Value = "partition_upper_bound", optional;
+        /// Rows per split of the dynamic splitter (split key from the primary or a unique key).
+        split_size: u64 = "split.size", default 8096;
+        /// Keys per row at most for even splitting.
+        factor_upper: f64 = "split.even-distribution.factor.upper-bound", default 100.0, shows "100";
+        /// Keys per row at least for even splitting.
+        factor_lower: f64 = "split.even-distribution.factor.lower-bound", default 0.05;
+        /// An unevenly keyed table that would make more splits than this is split from a sample of its keys (one query) instead of walking the key in split.size steps (one query per split).
+        sample_threshold: u64 = "split.sample-sharding.threshold", default 1000;
+        /// With sampling, one key in this many is read to place the split bounds.
+        sampling_rate: u64 = "split.inverse-sampling.rate", default 1000;
+        /// Accepted for compatibility.
+        _use_select_count: bool = "use_select_count", default false;
+        /// Accepted for compatibility.
+        _skip_analyze: bool = "skip_analyze", default false;
+    }
+}
 
-const TABLE_OPTIONS: &[&str] = &[
-    "table_path",
-    "query",
-    "where_condition",
-    "partition_column",
-    "partition_num",
-    "partition_lower_bound",
-    "partition_upper_bound",
-    "split.size",
-    "split.even-distribution.factor.upper-bound",
-    "split.even-distribution.factor.lower-bound",
-    "split.sample-sharding.threshold",
-    "split.inverse-sampling.rate",
-    "use_select_count",
-    "skip_analyze",
-];
+ferry_api::declare_options! {
+    /// The source's options beside the connection's and one table's.
+    struct SourceOptions => SOURCE_ONLY {
+        /// Several tables, each { table_path, query, where_condition, partition_column, … }.
+        table_list: Vec<Value> = "table_list", optional;
+        /// Rows per batch (0: 8192).
+        fetch_size: u64 = "fetch_size", default 0;
+        /// Accepted for compatibility.
+        _max_retries: u64 = "max_retries", default 0;
+        /// Accepted for compatibility.
+        _compatible_mode: String = "compatible_mode", optional;
+        /// Accepted for compatibility.
+        _decimal_type_narrowing: bool = "decimal_type_narrowing", default true;
+        /// Accepted for compatibility.
+        _int_type_narrowing: bool = "int_type_narrowing", default true;
+    }
+}
+
+/// Every option of the source.
+pub const SOURCE_OPTIONS: &[OptionSpec] =
+    ferry_api::concat_specs!(CONN_OPTIONS, TABLE_OPTIONS, SOURCE_ONLY);
 
 /// What to read from one table, as the job file says it.
 #[derive(Debug, Clone)]
@@ -106,10 +116,15 @@ struct TableSpec {
     split_size: u64,
     factor_upper: f64,
     factor_lower: f64,
+    /// Splits above which an uneven table is split from a sample of its keys.
+    sample_threshold: u64,
+    /// One key in this many goes into the sample.
+    sampling_rate: u64,
 }
 
-fn bound(o: &mut Options, key: &str) -> Result<Option<String>> {
-    Ok(match o.get(key) {
+/// A partition bound as the text of a number.
+fn bound(o: &Options, key: &str, v: Option<Value>) -> Result<Option<String>> {
+    Ok(match v {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s),
         Some(Value::Number(n)) => Some(n.to_string()),
@@ -118,31 +133,23 @@ fn bound(o: &mut Options, key: &str) -> Result<Option<String>> {
 }
 
 fn read_table_spec(o: &mut Options) -> Result<TableSpec> {
+    let r = TableOptions::read(o)?;
     let t = TableSpec {
-        table_path: o.string("table_path")?,
-        query: o.string("query")?,
-        where_condition: o.string("where_condition")?,
-        partition_column: o.string("partition_column")?,
-        partition_num: o.u64("partition_num")?,
-        lower: bound(o, "partition_lower_bound")?,
-        upper: bound(o, "partition_upper_bound")?,
-        split_size: o.u64("split.size")?.unwrap_or(8096).max(1),
-        factor_upper: o
-            .f64("split.even-distribution.factor.upper-bound")?
-            .unwrap_or(100.0),
-        factor_lower: o
-            .f64("split.even-distribution.factor.lower-bound")?
-            .unwrap_or(0.05),
+        table_path: r.table_path,
+        query: r.query,
+        where_condition: r.where_condition,
+        partition_column: r.partition_column,
+        partition_num: r.partition_num,
+        lower: bound(o, "partition_lower_bound", r.lower)?,
+        upper: bound(o, "partition_upper_bound", r.upper)?,
+        split_size: r.split_size.max(1),
+        factor_upper: r.factor_upper,
+        factor_lower: r.factor_lower,
+        sample_threshold: r.sample_threshold,
+        sampling_rate: r.sampling_rate.max(1),
     };
-    let _ = o.u64("split.sample-sharding.threshold")?;
-    let _ = o.u64("split.inverse-sampling.rate")?;
-    let _ = o.bool("use_select_count")?;
-    let _ = o.bool("skip_analyze")?;
     if t.table_path.is_none() && t.query.is_none() {
         return Err(o.error("query", "set query, table_path or table_list"));
-    }
-    if t.partition_num == Some(0) {
-        return Err(o.error("partition_num", "must be at least 1"));
     }
     Ok(t)
 }
@@ -178,12 +185,9 @@ impl SourceFactory for JdbcSourceFactory {
 
     fn create(&self, o: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
         let conn = ConnInfo::from_options(o)?;
-        let fetch_size = o.u64("fetch_size")?.unwrap_or(0);
-        let _ = o.u64("max_retries")?;
-        let _ = o.string("compatible_mode")?;
-        let _ = o.bool("decimal_type_narrowing")?;
-        let _ = o.bool("int_type_narrowing")?;
-        let specs = match o.list("table_list")? {
+        let own = SourceOptions::read(o)?;
+        let fetch_size = own.fetch_size;
+        let specs = match own.table_list {
             Some(items) => {
                 if items.is_empty() {
                     return Err(o.error("table_list", "is empty"));
@@ -199,10 +203,11 @@ impl SourceFactory for JdbcSourceFactory {
                     // Splitter options set at the top apply to every table that sets none.
                     for k in TABLE_OPTIONS
                         .iter()
-                        .filter(|k| **k != "table_path" && **k != "query")
+                        .map(|s| s.name)
+                        .filter(|k| *k != "table_path" && *k != "query")
                     {
-                        if !m.contains_key(*k) {
-                            if let Some(v) = o.raw().get(*k) {
+                        if !m.contains_key(k) {
+                            if let Some(v) = o.raw().get(k) {
                                 m.insert(k.to_string(), v.clone());
                             }
                         }
@@ -214,15 +219,11 @@ impl SourceFactory for JdbcSourceFactory {
                             o.error(&format!("{prefix}.table_path"), "is required in table_list")
                         );
                     }
-                    let specs: Vec<OptionSpec> = TABLE_OPTIONS
-                        .iter()
-                        .map(|n| OptionSpec::optional(n, OptionKind::Any, None, ""))
-                        .collect();
-                    sub.finish(&specs).map_err(|e| e.within(&prefix))?;
+                    sub.finish(TABLE_OPTIONS).map_err(|e| e.within(&prefix))?;
                     out.push(spec);
                 }
-                for k in TABLE_OPTIONS {
-                    let _ = o.get(k);
+                for s in TABLE_OPTIONS {
+                    let _ = o.get(s.name);
                 }
                 out
             }
@@ -260,184 +261,34 @@ fn strip_where(s: &str) -> &str {
     }
 }
 
-fn split_path(dialect: Dialect, path: &str) -> (Option<String>, Option<String>, String) {
-    let parts: Vec<&str> = path.split('.').collect();
-    match (dialect, parts.as_slice()) {
-        (_, [t]) => (None, None, t.to_string()),
-        (Dialect::Postgres, [s, t]) => (None, Some(s.to_string()), t.to_string()),
-        (Dialect::MySql, [d, t]) => (Some(d.to_string()), None, t.to_string()),
-        (_, [d, s, t]) => (Some(d.to_string()), Some(s.to_string()), t.to_string()),
-        _ => (None, None, path.to_string()),
-    }
-}
-
 impl JdbcSource {
     async fn describe(&self, spec: &TableSpec) -> Result<Resolved> {
         let d = self.conn.dialect;
-        let path = spec.table_path.as_deref().map(|p| split_path(d, p));
-        // The table as SQL names it: PostgreSQL's database is the connection's own.
-        let quoted = path.as_ref().map(|(db, schema, t)| {
-            let mut parts: Vec<&str> = Vec::new();
-            match d {
-                Dialect::Postgres => {
-                    if let Some(s) = schema {
-                        parts.push(s);
-                    }
-                }
-                Dialect::MySql => {
-                    if let Some(db) = db.as_ref().or(schema.as_ref()) {
-                        parts.push(db);
-                    }
-                }
-            }
-            parts.push(t);
-            d.quote_path(&parts)
-        });
-        let (from, filter) = match (&spec.query, &quoted) {
-            (Some(q), _) => (
-                format!("({}) AS ferry_q", q.trim().trim_end_matches(';')),
-                None,
-            ),
-            (None, Some(t)) => (
-                t.clone(),
-                spec.where_condition
-                    .as_deref()
-                    .map(|w| strip_where(w).to_string()),
-            ),
+        let path = spec.table_path.as_deref().map(|p| TablePath::parse(d, p));
+        let from = match (&spec.query, &path) {
+            (Some(q), _) => format!("({}) AS ferry_q", q.trim().trim_end_matches(';')),
+            (None, Some(t)) => t.quoted(d),
             (None, None) => {
                 return Err(FerryError::internal(
                     "a table has neither query nor table_path",
                 ))
             }
         };
-        let filter = match (&spec.query, &spec.where_condition) {
-            (Some(_), Some(w)) => Some(strip_where(w).to_string()),
-            _ => filter,
-        };
-        let probe = format!("SELECT * FROM {from}");
-        let described: Described = match d {
-            Dialect::Postgres => {
-                let client = connect_pg(&self.conn, COMPONENT).await?;
-                describe_pg(&client, &probe, quoted.as_deref(), COMPONENT).await?
-            }
-            Dialect::MySql => {
-                let mut conn = connect_mysql(&self.conn, COMPONENT).await?;
-                let table = path.as_ref().and_then(|(db, _, t)| {
-                    db.as_deref()
-                        .or(Some(self.conn.database.as_str()).filter(|s| !s.is_empty()))
-                        .map(|db| (db.to_string(), t.clone()))
-                });
-                let r = describe_mysql(
-                    &mut conn,
-                    &probe,
-                    table.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
-                    COMPONENT,
-                )
-                .await;
-                let _ = conn.disconnect().await;
-                r?
-            }
-        };
-        let fields: Vec<Field> = described
-            .columns
-            .iter()
-            .map(|c| Field::new(&c.name, c.data_type.clone(), c.nullable))
-            .collect();
-        let schema: SchemaRef = Arc::new(Schema::new(fields));
-        let mut catalog = CatalogInfo {
-            id: path.as_ref().map(|(db, s, t)| TableId {
-                catalog: d.catalog_name().into(),
-                database: db
-                    .clone()
-                    .or_else(|| Some(self.conn.database.clone()).filter(|x| !x.is_empty())),
-                schema: s.clone(),
-                table: t.clone(),
-            }),
-            primary_key: described.primary_key.clone(),
-            constraint_keys: described.keys.clone(),
-            ..Default::default()
-        };
-        for c in &described.columns {
-            catalog.set_column(
-                &c.name,
-                ColumnInfo {
-                    length: c.length,
-                    source_type: Some(c.source_type.clone()),
-                    ..Default::default()
-                },
-            );
-        }
-        let key: Vec<String> = match &described.primary_key {
-            Some(pk) => pk.columns.clone(),
-            None => described
-                .keys
-                .iter()
-                .find(|k| k.kind == ferry_api::ConstraintType::Unique)
-                .map(|k| k.columns.iter().map(|c| c.name.clone()).collect())
-                .unwrap_or_default(),
-        };
-        let name = spec.table_path.clone().unwrap_or_else(|| "default".into());
+        let filter = spec
+            .where_condition
+            .as_deref()
+            .map(|w| strip_where(w).to_string());
+        let name = spec.table_path.as_deref().unwrap_or("default");
+        let described = describe(&self.conn, COMPONENT, name, &from, path.as_ref()).await?;
         Ok(Resolved {
             spec: spec.clone(),
-            schema: TableSchema::new(name, schema).with_catalog(catalog),
+            order_by: described.key.iter().map(|k| d.quote(k)).collect(),
+            schema: described.schema,
             columns: described.columns,
             from,
             filter,
-            order_by: key.iter().map(|k| d.quote(k)).collect(),
         })
     }
-}
-
-/// A table as [`describe_table`] found it.
-#[derive(Debug, Clone)]
-pub struct DescribedTable {
-    /// Its routing name (the path as given), Arrow schema and catalog information.
-    pub schema: TableSchema,
-    /// Its columns, in the table's order, with how each is decoded.
-    pub columns: Vec<ColumnDef>,
-    /// The columns that identify a row: the primary key, else a unique key; empty when
-    /// the table has neither.
-    pub key: Vec<String>,
-}
-
-/// Looks up table `path` (`db.schema.table`, `schema.table` or `table`) in the catalog of
-/// the database `conn` names, as the `Jdbc` source does for `table_path`.
-pub async fn describe_table(conn: &ConnInfo, path: &str) -> Result<DescribedTable> {
-    let source = JdbcSource {
-        conn: Arc::new(conn.clone()),
-        specs: Vec::new(),
-        tables: Vec::new(),
-        fetch_size: 0,
-        mode: JobMode::Streaming,
-    };
-    let spec = TableSpec {
-        table_path: Some(path.to_string()),
-        query: None,
-        where_condition: None,
-        partition_column: None,
-        partition_num: None,
-        lower: None,
-        upper: None,
-        split_size: 8096,
-        factor_upper: 100.0,
-        factor_lower: 0.05,
-    };
-    let r = source.describe(&spec).await?;
-    let catalog = &r.schema.catalog;
-    let key = match &catalog.primary_key {
-        Some(pk) => pk.columns.clone(),
-        None => catalog
-            .constraint_keys
-            .iter()
-            .find(|k| k.kind == ferry_api::ConstraintType::Unique)
-            .map(|k| k.columns.iter().map(|c| c.name.clone()).collect())
-            .unwrap_or_default(),
-    };
-    Ok(DescribedTable {
-        schema: r.schema,
-        columns: r.columns,
-        key,
-    })
 }
 
 impl Source for JdbcSource {
@@ -480,9 +331,10 @@ impl Source for JdbcSource {
     ) -> Result<Box<dyn SplitEnumerator>> {
         let (planned, pending) = match restored {
             Some(v) => {
-                let pending: Vec<Split> =
-                    serde_json::from_value(v.get("pending").cloned().unwrap_or(json!([])))
-                        .map_err(|e| FerryError::internal(format!("Jdbc enumerator state: {e}")))?;
+                let pending: Vec<Split> = ferry_api::decode_state(
+                    v.get("pending").unwrap_or(&json!([])),
+                    "the Jdbc enumerator",
+                )?;
                 (
                     v.get("planned").and_then(Value::as_bool).unwrap_or(false),
                     pending,
@@ -585,8 +437,35 @@ fn range_predicates(col: &str, lo: i128, hi: i128, n: u64) -> Vec<String> {
     out
 }
 
+/// Predicates cutting the key `col` into about `n` ranges of equal row counts, with bounds
+/// taken from `sample` (sorted keys, one in every so many rows).
+fn sampled_predicates(col: &str, sample: &[i128], n: i128) -> Vec<String> {
+    let n = n.max(1) as usize;
+    let step = sample.len().div_ceil(n).max(1);
+    let mut bounds: Vec<i128> = Vec::new();
+    for b in sample.iter().skip(step).step_by(step) {
+        if bounds.last().is_none_or(|last| b > last) {
+            bounds.push(*b);
+        }
+    }
+    if bounds.is_empty() {
+        return vec![format!("{col} IS NOT NULL")];
+    }
+    let mut out = vec![format!("{col} < {}", bounds[0])];
+    for w in bounds.windows(2) {
+        out.push(format!("{col} >= {} AND {col} < {}", w[0], w[1]));
+    }
+    out.push(format!("{col} >= {}", bounds[bounds.len() - 1]));
+    out
+}
+
 impl JdbcEnumerator {
     async fn scalar_row(&mut self, sql: &str) -> Result<Vec<Option<String>>> {
+        Ok(self.rows(sql).await?.into_iter().next().unwrap_or_default())
+    }
+
+    /// Every row of `sql`, every value as text.
+    async fn rows(&mut self, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
         match self.conn.dialect {
             Dialect::Postgres => {
                 if self.snapshot_holder.is_none() {
@@ -596,11 +475,7 @@ impl JdbcEnumerator {
                     .snapshot_holder
                     .as_ref()
                     .ok_or_else(|| FerryError::internal("no client"))?;
-                Ok(pg_rows(client, sql, COMPONENT)
-                    .await?
-                    .into_iter()
-                    .next()
-                    .unwrap_or_default())
+                pg_rows(client, sql, COMPONENT).await
             }
             Dialect::MySql => {
                 let mut c = connect_mysql(&self.conn, COMPONENT).await?;
@@ -610,7 +485,7 @@ impl JdbcEnumerator {
                     .map_err(|e| FerryError::external(COMPONENT, format!("{e}: {sql}")))?;
                 let _ = c.disconnect().await;
                 Ok(rows
-                    .first()
+                    .iter()
                     .map(|r| {
                         (0..r.len())
                             .map(|i| match r.as_ref(i) {
@@ -623,7 +498,7 @@ impl JdbcEnumerator {
                             })
                             .collect()
                     })
-                    .unwrap_or_default())
+                    .collect())
             }
         }
     }
@@ -653,16 +528,15 @@ impl JdbcEnumerator {
         for (ti, t) in tables.iter().enumerate() {
             let preds = self.split_table(t).await?;
             for (i, p) in preds.into_iter().enumerate() {
-                splits.push(Split {
-                    id: format!("{}#{i}", t.schema.name),
-                    state: serde_json::to_value(SplitState {
+                splits.push(Split::typed(
+                    format!("{}#{i}", t.schema.name),
+                    &SplitState {
                         table: ti,
                         predicate: p,
                         skip: 0,
                         snapshot: snapshot.clone(),
-                    })
-                    .map_err(|e| FerryError::internal(e.to_string()))?,
-                });
+                    },
+                )?);
             }
         }
         Ok(splits)
@@ -775,6 +649,22 @@ impl JdbcEnumerator {
         if factor >= spec.factor_lower && factor <= spec.factor_upper {
             let chunks = (count + size - 1) / size;
             preds = range_predicates(&q, lo, hi, chunks as u64)
+                .into_iter()
+                .map(Some)
+                .collect();
+        } else if (count + size - 1) / size > spec.sample_threshold as i128 {
+            // Uneven keys and many splits: bounds from every rate-th key, in one query
+            // (SeaTunnel samples the same way, reading the key column on the client).
+            let rate = spec.sampling_rate;
+            let sample: Vec<i128> = self
+                .rows(&format!(
+                    "SELECT {q} FROM (SELECT {q}, ROW_NUMBER() OVER (ORDER BY {q}) AS ferry_rn FROM {from}) AS ferry_s WHERE ferry_s.ferry_rn % {rate} = 0 ORDER BY {q}"
+                ))
+                .await?
+                .into_iter()
+                .filter_map(|r| r.into_iter().next().flatten()?.parse().ok())
+                .collect();
+            preds = sampled_predicates(&q, &sample, (count + size - 1) / size)
                 .into_iter()
                 .map(Some)
                 .collect();
@@ -1023,8 +913,7 @@ impl JdbcReader {
         let Some(split) = self.splits.pop_front() else {
             return Ok(false);
         };
-        let state: SplitState = serde_json::from_value(split.state.clone())
-            .map_err(|e| FerryError::internal(format!("Jdbc split state: {e}")))?;
+        let state: SplitState = split.read_state()?;
         let table = self.tables.get(state.table).cloned().ok_or_else(|| {
             FerryError::internal(format!("Jdbc split {} names no table", split.id))
         })?;
@@ -1098,12 +987,35 @@ impl SourceReader for JdbcReader {
         if let Some(cur) = &self.current {
             let mut st = cur.state.clone();
             st.skip += cur.returned;
-            out.push(Split {
-                id: cur.split.id.clone(),
-                state: serde_json::to_value(st).map_err(|e| FerryError::internal(e.to_string()))?,
-            });
+            out.push(Split::typed(cur.split.id.clone(), &st)?);
         }
         out.extend(self.splits.iter().cloned());
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::sampled_predicates;
+
+    #[test]
+    fn sampled_bounds_cut_the_key_into_ranges_that_cover_it_once() {
+        let sample: Vec<i128> = (1..=100).map(|i| i * i).collect();
+        let p = sampled_predicates("k", &sample, 4);
+        assert_eq!(
+            p,
+            [
+                "k < 676",
+                "k >= 676 AND k < 2601",
+                "k >= 2601 AND k < 5776",
+                "k >= 5776"
+            ]
+        );
+        // A repeated key bounds one range only; no sample gives one split.
+        assert_eq!(
+            sampled_predicates("k", &[5, 5, 5, 5, 5, 5], 3),
+            ["k < 5", "k >= 5"]
+        );
+        assert_eq!(sampled_predicates("k", &[], 3), ["k IS NOT NULL"]);
     }
 }

@@ -24,18 +24,13 @@ const MY_URL: &str = "jdbc:mysql://127.0.0.1:3306/test";
 
 fn pg(sql: &str) -> Vec<Vec<Option<String>>> {
     let sql = sql.to_string();
-    ferry_api::io::handle().unwrap().block_on(async move {
-        let (c, conn) = tokio_postgres::connect(
+    ferry_api::io::handle()
+        .unwrap()
+        .block_on(ferry_db::catalog::pg_script(
             "host=127.0.0.1 port=5432 user=postgres dbname=test",
-            tokio_postgres::NoTls,
-        )
-        .await
-        .unwrap();
-        tokio::spawn(conn);
-        crate::catalog::pg_rows(&c, &sql, "test")
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-    })
+            &sql,
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn my(sql: &str) -> Vec<Vec<Option<String>>> {
@@ -110,7 +105,7 @@ fn pg_every_supported_type_and_nulls_read_as_seatunnel_types() {
     assert_eq!(dt("nn"), DataType::Decimal128(38, 18));
     assert_eq!(dt("m"), DataType::Decimal128(30, 2));
     assert_eq!(dt("u"), DataType::Utf8);
-    assert_eq!(dt("ai"), crate::types::list_of(DataType::Int32));
+    assert_eq!(dt("ai"), ferry_db::types::list_of(DataType::Int32));
     assert!(!t.schema.field_with_name("id").unwrap().is_nullable());
     assert_eq!(t.primary_key_columns(), ["id"]);
     assert_eq!(
@@ -191,6 +186,38 @@ fn pg_split_reads_resume_exactly_and_replay() {
     assert_eq!(count(&read_all(&*s, 2, job(JobMode::Batch)).unwrap()), 100);
     let s = source(json!({"url": PG_URL, "query": "select id, name from ferry_t_pg_split.t where id > 5990", "partition_column": "id", "partition_num": 2})).unwrap();
     assert_eq!(count(&read_all(&*s, 2, job(JobMode::Batch)).unwrap()), 10);
+}
+
+#[test]
+fn pg_uneven_keys_past_the_sampling_threshold_split_from_a_sample_and_read_every_row_once() {
+    // Keys i³: far too sparse for even ranges (factor > 100), so the dynamic splitter
+    // either walks the key (one query per split) or, past the threshold, samples it.
+    pg(
+        "DROP SCHEMA IF EXISTS ferry_t_pg_sample CASCADE; CREATE SCHEMA ferry_t_pg_sample;
+        CREATE TABLE ferry_t_pg_sample.t (id int8 PRIMARY KEY, v int4);
+        INSERT INTO ferry_t_pg_sample.t SELECT g::int8 * g * g, g FROM generate_series(1, 5000) g;",
+    );
+    let s = source(
+        json!({"url": PG_URL, "table_path": "test.ferry_t_pg_sample.t", "split.size": 100,
+        "split.sample-sharding.threshold": 10, "split.inverse-sampling.rate": 7}),
+    )
+    .unwrap();
+    let mut e = s
+        .create_enumerator(
+            &ferry_api::EnumeratorContext {
+                parallelism: 2,
+                job: job(JobMode::Batch),
+            },
+            None,
+        )
+        .unwrap();
+    let splits = e.discover().unwrap();
+    // 5000 rows in splits of 100: about 50 splits, from a sample of 714 keys.
+    assert!((40..=60).contains(&splits.len()), "{} splits", splits.len());
+    for at in [0, 1234] {
+        let whole = check_source_restore(&*s, 2, job(JobMode::Batch), at).unwrap();
+        assert_eq!(count(&whole), 5000);
+    }
 }
 
 #[test]
@@ -376,6 +403,41 @@ fn pg_sink_upserts_by_key_converge_and_plain_inserts_are_at_least_once() {
         &read_back(PG_URL, "ferry_t_pg_sink.plain"),
     )
     .unwrap();
+}
+
+#[test]
+fn pg_copy_statement_appends_at_least_once_and_exactly_once_in_xa_transactions() {
+    pg("DROP SCHEMA IF EXISTS ferry_t_pg_copy CASCADE; CREATE SCHEMA ferry_t_pg_copy;");
+    let plain = json!({"url": PG_URL, "generate_sink_sql": true, "table": "ferry_t_pg_copy.plain",
+        "use_copy_statement": true, "batch_size": 250});
+    let s = sink(plain.clone(), false).unwrap();
+    assert_eq!(s.delivery(), SinkDelivery::AtLeastOnce);
+    assert!(s.delivery_reason().unwrap().contains("COPY"));
+    check_sink(
+        SinkDelivery::AtLeastOnce,
+        &|| sink(plain.clone(), false),
+        2,
+        job(JobMode::Batch),
+        &batches(),
+        &read_back(PG_URL, "ferry_t_pg_copy.plain"),
+    )
+    .unwrap();
+    let xa = json!({"url": PG_URL, "generate_sink_sql": true, "table": "ferry_t_pg_copy.xa",
+        "use_copy_statement": true, "is_exactly_once": true, "batch_size": 250});
+    check_sink(
+        SinkDelivery::ExactlyOnce,
+        &|| sink(xa.clone(), false),
+        2,
+        job(JobMode::Batch),
+        &batches(),
+        &read_back(PG_URL, "ferry_t_pg_copy.xa"),
+    )
+    .unwrap();
+    // COPY is PostgreSQL's; on MySQL the option is an error naming it.
+    let e = sink(json!({"url": MY_URL, "generate_sink_sql": true, "database": "test", "table": "t", "use_copy_statement": true}), false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("use_copy_statement"), "{e}");
 }
 
 #[test]
@@ -767,4 +829,11 @@ fn mysql_a_resumed_run_ends_the_sessions_of_the_run_before() {
             .filter(|r| r[0].is_some())
             .count()
     });
+}
+
+#[test]
+fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
+    use ferry_api::{SinkFactory as _, SourceFactory as _};
+    ferry_api::declare::check_specs(crate::JdbcSourceFactory.options(), &[]).unwrap();
+    ferry_api::declare::check_specs(crate::JdbcSinkFactory.options(), &[]).unwrap();
 }

@@ -34,12 +34,13 @@ use std::time::Duration;
 
 use ferry_api::io::{Fetched, Fetcher, Readiness};
 use ferry_api::{
-    Boundedness, EnumeratorContext, FerryError, JobContext, JobMode, OptionKind, OptionSpec,
+    decode_state, Boundedness, EnumeratorContext, FerryError, JobContext, JobMode, OptionSpec,
     Options, PrimaryKey, ReadStatus, ReaderContext, ResolveContext, Result, Source, SourceFactory,
     SourceReader, Split, SplitEnumerator, TableSchema,
 };
-use ferry_connector_jdbc::pg::{connect_pg, describe_table, parse_url, ConnInfo, Dialect, Secret};
-use serde_json::{json, Value};
+use ferry_db::relation::describe_pg_table;
+use ferry_db::{connect_pg, parse_url, pg_error_text, ConnInfo, Dialect, Secret};
+use serde_json::{json, Map, Value};
 
 use crate::stream::{CdcTable, Conv, Item, Position, Settings};
 
@@ -49,34 +50,65 @@ pub(crate) const COMPONENT: &str = "source Postgres-CDC";
 /// The one split: the slot's stream (with the snapshot in it).
 const SPLIT_ID: &str = "postgres-cdc";
 
-/// Every option of the source, with SeaTunnel's names.
-pub const OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required("base-url", OptionKind::String, "jdbc:postgresql://host:port/db, with URL properties after '?'."),
-    OptionSpec::required("username", OptionKind::String, "User name; it needs the REPLICATION attribute (or superuser) and SELECT on the tables."),
-    OptionSpec::optional("password", OptionKind::String, None, "Password; never shown in messages."),
-    OptionSpec::optional("database-names", OptionKind::List, None, "The database (one; the base-url's database when absent)."),
-    OptionSpec::optional("schema-names", OptionKind::List, None, "Schemas of the tables (informational: table-names name them)."),
-    OptionSpec::required("table-names", OptionKind::List, "Tables to capture: database.schema.table."),
-    OptionSpec::optional("table-names-config", OptionKind::List, None, "Per table { table = \"db.schema.table\", primaryKeys = [\"id\"] }: the key for tables without a primary key."),
-    OptionSpec::optional("startup.mode", OptionKind::Enum(&["initial", "latest", "earliest"]), Some("initial"), "initial: the tables' rows, then their changes; latest/earliest: changes only, from the slot's position (a new slot starts now)."),
-    OptionSpec::optional("stop.mode", OptionKind::Enum(&["never"]), Some("never"), "The stream never ends."),
-    OptionSpec::optional("snapshot.split.size", OptionKind::Int, Some("8096"), "Rows per snapshot chunk (by key)."),
-    OptionSpec::optional("snapshot.fetch.size", OptionKind::Int, Some("1024"), "Rows per batch of changes."),
-    OptionSpec::optional("slot.name", OptionKind::String, Some("seatunnel"), "The logical replication slot (created when missing)."),
-    OptionSpec::optional("publication.name", OptionKind::String, None, "The publication (created when missing, tables added to it): default <slot.name>_publication, or debezium.publication.name."),
-    OptionSpec::optional("decoding.plugin.name", OptionKind::String, Some("pgoutput"), "Accepted: decoderbufs and wal2json job files are read with pgoutput, which every server has."),
-    OptionSpec::optional("server-time-zone", OptionKind::String, Some("UTC"), "Accepted: values are read in binary, in UTC."),
-    OptionSpec::optional("connect.timeout.ms", OptionKind::Int, Some("30000"), "How long to wait for a connection."),
-    OptionSpec::optional("connect.max-retries", OptionKind::Int, Some("3"), "Accepted for compatibility."),
-    OptionSpec::optional("connection.pool.size", OptionKind::Int, Some("20"), "Accepted for compatibility."),
-    OptionSpec::optional("chunk-key.even-distribution.factor.upper-bound", OptionKind::Float, Some("100"), "Accepted: chunks are cut by key with LIMIT, even or not."),
-    OptionSpec::optional("chunk-key.even-distribution.factor.lower-bound", OptionKind::Float, Some("0.05"), "Accepted: see the upper bound."),
-    OptionSpec::optional("sample-sharding.threshold", OptionKind::Int, Some("1000"), "Accepted for compatibility."),
-    OptionSpec::optional("inverse-sampling.rate", OptionKind::Int, Some("1000"), "Accepted for compatibility."),
-    OptionSpec::optional("exactly_once", OptionKind::Bool, Some("false"), "Refuse tables without a key (whose snapshot cannot be reconciled with their changes)."),
-    OptionSpec::optional("format", OptionKind::Enum(&["DEFAULT"]), Some("DEFAULT"), "Rows in the tables' schemas (COMPATIBLE_DEBEZIUM_JSON is not supported yet)."),
-    OptionSpec::optional("debezium", OptionKind::Object, None, "Debezium properties: publication.name is used, the others are accepted and ignored."),
-];
+const STARTUP_MODES: &[&str] = &["initial", "latest", "earliest"];
+const STOP_MODES: &[&str] = &["never"];
+const FORMATS: &[&str] = &["DEFAULT"];
+
+ferry_api::declare_options! {
+    /// The options of the source, with SeaTunnel's names.
+    struct CdcOptions => OPTIONS {
+        /// jdbc:postgresql://host:port/db, with URL properties after '?'.
+        base_url: String = "base-url", required;
+        /// User name; it needs the REPLICATION attribute (or superuser) and SELECT on the tables.
+        username: String = "username", required;
+        /// Password; never shown in messages.
+        password: String = "password", optional;
+        /// The database (one; the base-url's database when absent).
+        database_names: Vec<String> = "database-names", optional;
+        /// Schemas of the tables (informational: table-names name them).
+        _schema_names: Vec<String> = "schema-names", optional;
+        /// Tables to capture: database.schema.table.
+        table_names: Vec<String> = "table-names", required;
+        /// Per table { table = "db.schema.table", primaryKeys = ["id"] }: the key for tables without a primary key.
+        table_names_config: Vec<Value> = "table-names-config", optional;
+        /// initial: the tables' rows, then their changes; latest/earliest: changes only, from the slot's position (a new slot starts now).
+        startup_mode: String = "startup.mode", default "initial", values STARTUP_MODES;
+        /// The stream never ends.
+        stop_mode: String = "stop.mode", default "never", values STOP_MODES;
+        /// Rows per snapshot chunk (by key).
+        split_size: u64 = "snapshot.split.size", default 8096;
+        /// Rows per batch of changes.
+        fetch_size: u64 = "snapshot.fetch.size", default 1024;
+        /// The logical replication slot (created when missing).
+        slot: String = "slot.name", default "seatunnel";
+        /// The publication (created when missing, tables added to it): default <slot.name>_publication, or debezium.publication.name.
+        publication: String = "publication.name", optional;
+        /// Accepted: decoderbufs and wal2json job files are read with pgoutput, which every server has.
+        decoding_plugin: String = "decoding.plugin.name", default "pgoutput";
+        /// Accepted: values are read in binary, in UTC.
+        _server_time_zone: String = "server-time-zone", default "UTC";
+        /// How long to wait for a connection.
+        connect_timeout_ms: u64 = "connect.timeout.ms", default 30000;
+        /// Accepted for compatibility.
+        _connect_max_retries: u64 = "connect.max-retries", default 3;
+        /// Accepted for compatibility.
+        _connection_pool_size: u64 = "connection.pool.size", default 20;
+        /// Accepted: chunks are cut by key with LIMIT, even or not.
+        _upper_bound: f64 = "chunk-key.even-distribution.factor.upper-bound", default 100.0, shows "100";
+        /// Accepted: see the upper bound.
+        _lower_bound: f64 = "chunk-key.even-distribution.factor.lower-bound", default 0.05;
+        /// Accepted for compatibility.
+        _sample_sharding_threshold: u64 = "sample-sharding.threshold", default 1000;
+        /// Accepted for compatibility.
+        _inverse_sampling_rate: u64 = "inverse-sampling.rate", default 1000;
+        /// Refuse tables without a key (whose snapshot cannot be reconciled with their changes).
+        exactly_once: bool = "exactly_once", default false;
+        /// Rows in the tables' schemas (COMPATIBLE_DEBEZIUM_JSON is not supported yet).
+        format: String = "format", default "DEFAULT", values FORMATS;
+        /// Debezium properties: publication.name is used, the others are accepted and ignored.
+        debezium: Map<String, Value> = "debezium", optional;
+    }
+}
 
 /// The factory of SeaTunnel's `Postgres-CDC` source.
 pub struct PostgresCdcSourceFactory;
@@ -115,15 +147,15 @@ impl SourceFactory for PostgresCdcSourceFactory {
                 "Postgres-CDC reads a change stream that never ends: run it in a STREAMING job",
             ));
         }
-        let url = o.required_string("base-url")?;
-        let parts = parse_url(&url).map_err(|m| o.error("base-url", m))?;
+        let c = CdcOptions::read(o)?;
+        let parts = parse_url(&c.base_url).map_err(|m| o.error("base-url", m))?;
         if parts.dialect != Dialect::Postgres {
             return Err(o.error("base-url", "is not a jdbc:postgresql:// URL"));
         }
-        let user = o.required_string("username")?;
-        let password = o.string("password")?.filter(|p| !p.is_empty()).map(Secret);
+        let user = c.username;
+        let password = c.password.filter(|p| !p.is_empty()).map(Secret);
         let mut database = parts.database.clone();
-        if let Some(dbs) = o.string_list("database-names")? {
+        if let Some(dbs) = c.database_names {
             match dbs.as_slice() {
                 [] => {}
                 [one] => database = one.clone(),
@@ -135,8 +167,7 @@ impl SourceFactory for PostgresCdcSourceFactory {
                 }
             }
         }
-        let _ = o.string_list("schema-names")?;
-        let tables = o.string_list("table-names")?.unwrap_or_default();
+        let tables = c.table_names;
         if tables.is_empty() {
             return Err(o.error("table-names", "lists no table"));
         }
@@ -146,28 +177,23 @@ impl SourceFactory for PostgresCdcSourceFactory {
             }
         }
         let mut keys = BTreeMap::new();
-        if let Some(items) = o.list("table-names-config")? {
-            for (i, item) in items.into_iter().enumerate() {
-                let table = item.get("table").and_then(Value::as_str);
-                let pk = item.get("primaryKeys").and_then(Value::as_array);
-                let (Some(table), Some(pk)) = (table, pk) else {
-                    return Err(o.error(
-                        &format!("table-names-config[{i}]"),
-                        "expected { table = \"db.schema.table\", primaryKeys = [\"id\"] }",
-                    ));
-                };
-                let cols: Vec<String> = pk
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect();
-                keys.insert(table.to_string(), cols);
-            }
+        for (i, item) in c.table_names_config.into_iter().flatten().enumerate() {
+            let table = item.get("table").and_then(Value::as_str);
+            let pk = item.get("primaryKeys").and_then(Value::as_array);
+            let (Some(table), Some(pk)) = (table, pk) else {
+                return Err(o.error(
+                    &format!("table-names-config[{i}]"),
+                    "expected { table = \"db.schema.table\", primaryKeys = [\"id\"] }",
+                ));
+            };
+            let cols: Vec<String> = pk
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect();
+            keys.insert(table.to_string(), cols);
         }
-        let mode = o
-            .string("startup.mode")?
-            .unwrap_or_else(|| "initial".into());
-        let snapshot_on_start = match mode.to_ascii_lowercase().as_str() {
+        let snapshot_on_start = match c.startup_mode.to_ascii_lowercase().as_str() {
             "initial" => true,
             "latest" | "earliest" => false,
             other => {
@@ -177,47 +203,39 @@ impl SourceFactory for PostgresCdcSourceFactory {
                 ))
             }
         };
-        if let Some(m) = o.string("stop.mode")? {
-            if !m.eq_ignore_ascii_case("never") {
-                return Err(o.error(
-                    "stop.mode",
-                    format!("'{m}' is not supported: the stream runs until the job stops"),
-                ));
-            }
+        if !c.stop_mode.eq_ignore_ascii_case("never") {
+            return Err(o.error(
+                "stop.mode",
+                format!(
+                    "'{}' is not supported: the stream runs until the job stops",
+                    c.stop_mode
+                ),
+            ));
         }
-        let split_size = o.u64("snapshot.split.size")?.unwrap_or(8096).max(1) as usize;
-        let fetch_size = o.u64("snapshot.fetch.size")?.unwrap_or(1024).max(1) as usize;
-        let slot = o.string("slot.name")?.unwrap_or_else(|| "seatunnel".into());
-        let debezium = o.object("debezium")?.unwrap_or_default();
-        let publication = match o.string("publication.name")? {
+        let split_size = c.split_size.max(1) as usize;
+        let fetch_size = c.fetch_size.max(1) as usize;
+        let slot = c.slot;
+        let publication = match c.publication {
             Some(p) => p,
-            None => debezium
+            None => c
+                .debezium
+                .unwrap_or_default()
                 .get("publication.name")
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("{slot}_publication")),
         };
-        if let Some(p) = o.string("decoding.plugin.name")? {
-            if p != "pgoutput" {
-                tracing::info!("{COMPONENT}: decoding.plugin.name = {p} is read with pgoutput, which every PostgreSQL server has");
-            }
+        if c.decoding_plugin != "pgoutput" {
+            let p = &c.decoding_plugin;
+            tracing::info!("{COMPONENT}: decoding.plugin.name = {p} is read with pgoutput, which every PostgreSQL server has");
         }
-        let _ = o.string("server-time-zone")?;
-        let timeout = o.u64("connect.timeout.ms")?.unwrap_or(30_000).max(1000);
-        let _ = o.u64("connect.max-retries")?;
-        let _ = o.u64("connection.pool.size")?;
-        let _ = o.f64("chunk-key.even-distribution.factor.upper-bound")?;
-        let _ = o.f64("chunk-key.even-distribution.factor.lower-bound")?;
-        let _ = o.u64("sample-sharding.threshold")?;
-        let _ = o.u64("inverse-sampling.rate")?;
-        let exactly_once = o.bool("exactly_once")?.unwrap_or(false);
-        if let Some(f) = o.string("format")? {
-            if !f.eq_ignore_ascii_case("default") {
-                return Err(o.error(
-                    "format",
-                    format!("'{f}' is not supported yet: Postgres-CDC writes rows in the tables' schemas (DEFAULT)"),
-                ));
-            }
+        let timeout = c.connect_timeout_ms.max(1000);
+        let exactly_once = c.exactly_once;
+        if !c.format.eq_ignore_ascii_case("default") {
+            return Err(o.error(
+                "format",
+                format!("'{}' is not supported yet: Postgres-CDC writes rows in the tables' schemas (DEFAULT)", c.format),
+            ));
         }
         o.finish(OPTIONS)?;
         let conn = ConnInfo {
@@ -271,14 +289,11 @@ fn conv_for(source_type: &str) -> std::result::Result<Conv, &'static str> {
     })
 }
 
-async fn check_server(conn: &ConnInfo) -> Result<()> {
-    let sql = connect_pg(conn, COMPONENT).await?;
+async fn check_server(sql: &tokio_postgres::Client, conn: &ConnInfo) -> Result<()> {
     let rows = sql
         .query("SELECT current_setting('wal_level')", &[])
         .await
-        .map_err(|e| {
-            FerryError::external(COMPONENT, ferry_connector_jdbc::pg::pg_error_text(&e))
-        })?;
+        .map_err(|e| FerryError::external(COMPONENT, pg_error_text(&e)))?;
     let level: String = rows.first().map(|r| r.get(0)).unwrap_or_default();
     if level != "logical" {
         return Err(FerryError::external(
@@ -296,10 +311,12 @@ async fn check_server(conn: &ConnInfo) -> Result<()> {
 impl PostgresCdcSource {
     async fn describe(&self) -> Result<Vec<CdcTable>> {
         let c = &self.config;
-        check_server(&c.conn).await?;
+        // One connection checks the server and describes every table.
+        let client = connect_pg(&c.conn, COMPONENT).await?;
+        check_server(&client, &c.conn).await?;
         let mut out = Vec::with_capacity(c.tables.len());
         for path in &c.tables {
-            let d = describe_table(&c.conn, path).await?;
+            let d = describe_pg_table(&client, &c.conn, COMPONENT, path).await?;
             let parts: Vec<&str> = path.split('.').collect();
             let (pg_schema, pg_table) = (parts[1].to_string(), parts[2].to_string());
             let mut convs = Vec::with_capacity(d.columns.len());
@@ -429,10 +446,8 @@ impl Source for PostgresCdcSource {
         let pending = restored
             .as_ref()
             .and_then(|v| v.get("pending"))
-            .cloned()
-            .map(serde_json::from_value::<Vec<Split>>)
-            .transpose()
-            .map_err(|e| FerryError::internal(format!("Postgres-CDC enumerator state: {e}")))?
+            .map(|v| decode_state::<Vec<Split>>(v, "the Postgres-CDC enumerator"))
+            .transpose()?
             .unwrap_or_default();
         Ok(Box::new(Enumerator { assigned, pending }))
     }
@@ -450,6 +465,7 @@ impl Source for PostgresCdcSource {
             no_more: false,
             position: None,
             ack: Arc::new(AtomicU64::new(0)),
+            progress: Arc::default(),
             taken: Vec::new(),
         }))
     }
@@ -500,6 +516,8 @@ struct Reader {
     ack: Arc<AtomicU64>,
     /// Positions snapshotted at checkpoints, confirmed when those complete.
     taken: Vec<(u64, u64)>,
+    /// How far behind the server the task is.
+    progress: Arc<stream::Progress>,
 }
 
 impl SourceReader for Reader {
@@ -510,20 +528,17 @@ impl SourceReader for Reader {
                     "Postgres-CDC reader was given its split twice",
                 ));
             }
-            let start: Option<Position> = match split.state {
-                Value::Null => None,
-                v => Some(serde_json::from_value(v).map_err(|e| {
-                    FerryError::external(
-                        COMPONENT,
-                        format!("the checkpoint's position cannot be read: {e}"),
-                    )
-                })?),
-            };
+            // Null: the job's first run, which takes its start from the slot.
+            let start: Option<Position> = split.read_state()?;
             self.position = start.clone();
             self.has_split = true;
-            let (s, ack) = (self.settings.clone(), self.ack.clone());
+            let (s, ack, progress) = (
+                self.settings.clone(),
+                self.ack.clone(),
+                self.progress.clone(),
+            );
             self.fetcher = Some(Fetcher::spawn(4, &self.readiness, move |tx| {
-                stream::run(s, start, ack, tx)
+                stream::run(s, start, ack, progress, tx)
             })?);
         }
         Ok(())
@@ -563,22 +578,43 @@ impl SourceReader for Reader {
         Some(self.readiness.clone())
     }
 
+    /// Replication lag (bytes of WAL behind the server's end, and the server's clock minus
+    /// the commit time of the newest change returned, while behind) and the snapshot's
+    /// progress (tables done of all, chunks read by this run; `streaming` 1 once every
+    /// table's snapshot is done).
+    fn figures(&self) -> Vec<(&'static str, f64)> {
+        let Some(p) = &self.position else {
+            return Vec::new();
+        };
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let lag_bytes = load(&self.progress.server_wal_end).saturating_sub(p.lsn);
+        let last_commit = self.progress.last_commit_micros.load(Ordering::Relaxed);
+        let server_time = self.progress.server_time_micros.load(Ordering::Relaxed);
+        let lag_seconds = if lag_bytes > 0 && last_commit > 0 {
+            (server_time - last_commit).max(0) as f64 / 1e6
+        } else {
+            0.0
+        };
+        let tables = self.settings.tables.len();
+        let done = p.snapshotted.len().min(tables);
+        vec![
+            ("lag_bytes", lag_bytes as f64),
+            ("lag_seconds", lag_seconds),
+            ("snapshot_tables_done", done as f64),
+            ("snapshot_tables_total", tables as f64),
+            ("snapshot_chunks_read", load(&self.progress.chunks) as f64),
+            ("streaming", if done >= tables { 1.0 } else { 0.0 }),
+        ]
+    }
+
     fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<Split>> {
         if !self.has_split {
             return Ok(Vec::new());
         }
-        let state = match &self.position {
-            Some(p) => {
-                self.taken.push((checkpoint_id, p.lsn));
-                serde_json::to_value(p)
-                    .map_err(|e| FerryError::internal(format!("Postgres-CDC position: {e}")))?
-            }
-            None => Value::Null,
-        };
-        Ok(vec![Split {
-            id: SPLIT_ID.into(),
-            state,
-        }])
+        if let Some(p) = &self.position {
+            self.taken.push((checkpoint_id, p.lsn));
+        }
+        Ok(vec![Split::typed(SPLIT_ID, &self.position)?])
     }
 
     fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {

@@ -21,7 +21,7 @@
 //! its last key.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use ferry_api::io::FetchSender;
 use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema};
-use ferry_connector_jdbc::pg::{
+use ferry_db::{
     connect_pg, literal, pg_error_text, Builders, ColumnDef, ConnInfo, CopyDecoder, Dialect,
 };
 use futures_util::StreamExt;
@@ -182,10 +182,33 @@ pub async fn run(
     s: Arc<Settings>,
     start: Option<Position>,
     ack: Arc<AtomicU64>,
+    progress: Arc<Progress>,
     tx: FetchSender<Item>,
 ) {
-    if let Err(e) = run_inner(s, start, ack, &tx).await {
+    if let Err(e) = run_inner(s, start, ack, progress, &tx).await {
         let _ = tx.send(Err(e)).await;
+    }
+}
+
+/// What the fetch task knows of how far behind the server it is, for the reader's figures
+/// (`SourceReader::figures`): written by the task, read by the reader, never waited on.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// The server's WAL end, from keepalives and data messages.
+    pub server_wal_end: AtomicU64,
+    /// The server's clock at its last message (µs since 2000-01-01, PostgreSQL's epoch).
+    pub server_time_micros: AtomicI64,
+    /// Commit time (same epoch) of the newest transaction handed over; 0 before the first.
+    pub last_commit_micros: AtomicI64,
+    /// Snapshot chunks read by this run.
+    pub chunks: AtomicU64,
+}
+
+impl Progress {
+    fn saw_server(&self, wal_end: u64, server_time_micros: i64) {
+        self.server_wal_end.fetch_max(wal_end, Ordering::Relaxed);
+        self.server_time_micros
+            .fetch_max(server_time_micros, Ordering::Relaxed);
     }
 }
 
@@ -491,6 +514,9 @@ struct Task<'a> {
     nonce: String,
     windows: u64,
     last_moved: Instant,
+    progress: Arc<Progress>,
+    /// Commit time of the current transaction (from its Begin).
+    txn_commit_micros: i64,
     tx: &'a FetchSender<Item>,
 }
 
@@ -500,6 +526,7 @@ async fn run_inner(
     s: Arc<Settings>,
     start: Option<Position>,
     ack: Arc<AtomicU64>,
+    progress: Arc<Progress>,
     tx: &FetchSender<Item>,
 ) -> Result<()> {
     {
@@ -621,6 +648,8 @@ async fn run_inner(
             nonce,
             windows: 0,
             last_moved: Instant::now(),
+            progress: progress.clone(),
+            txn_commit_micros: 0,
             tx,
         };
         let first = task.pos.clone();
@@ -748,21 +777,38 @@ impl Task<'_> {
                 }
             };
             let alive = match ev {
-                ReplicationEvent::Begin { xid, .. } => {
+                ReplicationEvent::Begin {
+                    xid,
+                    commit_time_micros,
+                    ..
+                } => {
+                    self.txn_commit_micros = commit_time_micros;
                     self.xid = xid;
                     self.in_txn = true;
                     self.txn_start = self.pos.lsn;
                     self.txn_changes = 0;
                     true
                 }
-                ReplicationEvent::XLogData { data, .. } => self.on_data(&data).await?,
+                ReplicationEvent::XLogData {
+                    data,
+                    wal_end,
+                    server_time_micros,
+                    ..
+                } => {
+                    self.progress.saw_server(wal_end.0, server_time_micros);
+                    self.on_data(&data).await?
+                }
                 ReplicationEvent::Commit { end_lsn, .. } => {
                     self.in_txn = false;
                     self.to_skip = 0;
                     self.pos.lsn = self.pos.lsn.max(end_lsn.0);
                     self.pos.skip = 0;
                     if self.pending.is_some() {
-                        self.flush().await?
+                        let alive = self.flush().await?;
+                        self.progress
+                            .last_commit_micros
+                            .store(self.txn_commit_micros, Ordering::Relaxed);
+                        alive
                     } else if self.last_moved.elapsed() >= MOVED_EVERY {
                         let p = self.pos.clone();
                         self.send(Item::Moved(p)).await
@@ -783,7 +829,12 @@ impl Task<'_> {
                         true
                     }
                 }
-                ReplicationEvent::KeepAlive { wal_end, .. } => {
+                ReplicationEvent::KeepAlive {
+                    wal_end,
+                    server_time_micros,
+                    ..
+                } => {
+                    self.progress.saw_server(wal_end.0, server_time_micros);
                     tracing::trace!(
                         "{COMPONENT}: keepalive at {} (in a transaction: {})",
                         lsn_text(wal_end.0),
@@ -1078,6 +1129,7 @@ impl Task<'_> {
         };
         self.pos.lsn = self.pos.lsn.max(lsn + 1);
         self.pos.skip = 0;
+        self.progress.chunks.fetch_add(1, Ordering::Relaxed);
         if w.last {
             self.pos.chunk = None;
             self.pos.snapshotted.push(name.clone());

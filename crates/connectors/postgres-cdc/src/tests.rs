@@ -17,27 +17,43 @@ use crate::PostgresCdcSourceFactory;
 
 fn pg(sql: &str) -> Vec<Vec<Option<String>>> {
     let sql = sql.to_string();
-    ferry_api::io::handle().unwrap().block_on(async move {
-        let (c, conn) = tokio_postgres::connect(
+    ferry_api::io::handle()
+        .unwrap()
+        .block_on(ferry_db::catalog::pg_script(
             "host=127.0.0.1 port=5432 user=postgres dbname=test",
-            tokio_postgres::NoTls,
-        )
-        .await
-        .unwrap();
-        tokio::spawn(conn);
-        ferry_connector_jdbc::pg::pg_rows(&c, &sql, "test")
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-    })
+            &sql,
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Drops `slot` if it exists. The server ends a closed reader's walsender a moment after
+/// the socket closes (a test's, or an earlier run's); until then the slot is "active" and
+/// cannot be dropped, so this waits for that first.
+fn drop_slot(slot: &str) {
+    let t0 = Instant::now();
+    while !pg(&format!(
+        "SELECT 1 FROM pg_replication_slots WHERE slot_name = '{slot}' AND active"
+    ))
+    .is_empty()
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "slot {slot} stays active"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    pg(&format!(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}'"
+    ));
 }
 
 /// A fresh schema with table `t`, and no slot or publication left from an earlier run.
 fn setup(name: &str, ddl: &str) {
     let schema = format!("ferry_cdc_{name}");
     let slot = format!("ferry_t_{name}");
+    drop_slot(&slot);
     pg(&format!(
-        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}';
-         DROP PUBLICATION IF EXISTS {slot}_publication;
+        "DROP PUBLICATION IF EXISTS {slot}_publication;
          DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};
          SET search_path = {schema}; {ddl}"
     ));
@@ -45,9 +61,7 @@ fn setup(name: &str, ddl: &str) {
 
 /// Drops the test's slot, so that no test leaves WAL held on the server.
 fn teardown(name: &str) {
-    pg(&format!(
-        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'ferry_t_{name}'"
-    ));
+    drop_slot(&format!("ferry_t_{name}"));
 }
 
 fn source(name: &str, extra: Value) -> Result<Box<dyn Source>> {
@@ -282,6 +296,22 @@ fn the_slot_is_confirmed_only_up_to_completed_checkpoints() {
     }
     // Read past the checkpoint, but it has not completed: the slot stays where it was.
     assert_eq!(confirmed(&slot), start);
+    // Its figures: the snapshot done, streaming, and close to the server's WAL end.
+    let t0 = Instant::now();
+    loop {
+        d.step().unwrap();
+        let f: BTreeMap<&str, f64> = d.figures(0).into_iter().collect();
+        assert_eq!(
+            f["snapshot_tables_done"], f["snapshot_tables_total"],
+            "{f:?}"
+        );
+        assert_eq!(f["streaming"], 1.0, "{f:?}");
+        assert!(f["snapshot_chunks_read"] >= 3.0, "{f:?}");
+        if f["lag_bytes"] < 1_000_000.0 && f["lag_seconds"] < 60.0 {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "lagging: {f:?}");
+    }
     d.complete(snap.checkpoint_id).unwrap();
     let t0 = Instant::now();
     while confirmed(&slot) != at {
@@ -312,7 +342,7 @@ fn a_dropped_slot_or_a_new_column_stops_the_job_with_the_reason() {
     assert!(err.contains("column 'extra'"), "{err}");
     drop(d);
     // The slot gone: the position cannot be resumed, and the job says so.
-    pg(&format!("SELECT pg_drop_replication_slot('{slot}')"));
+    drop_slot(&slot);
     let s = source(name, json!({})).unwrap();
     let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
     let err = first_error(&mut d);
@@ -364,9 +394,20 @@ fn a_big_transaction_comes_in_bounded_batches_and_a_checkpoint_inside_it_resumes
     );
     let s = source(name, json!({"snapshot.fetch.size": 500})).unwrap();
     let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
-    // The (empty) snapshot first, so that the slot exists before the transaction.
-    for _ in 0..20 {
+    // The (empty) snapshot first, so that the transaction comes through the log (on a
+    // loaded machine a fixed number of steps may not be enough: wait for the snapshot).
+    let start = Instant::now();
+    loop {
         d.step().unwrap();
+        let snap = d.snapshot().unwrap();
+        let state = snap.readers[0].first().map(|s| &s.state);
+        if state.is_some_and(|s| !s.is_null()) && !position(&snap).snapshotted.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no snapshot after 60 s"
+        );
     }
     pg(&format!(
         "INSERT INTO ferry_cdc_{name}.t SELECT g, 1, repeat('x', 100) FROM generate_series(1, 5000) g"
@@ -401,4 +442,10 @@ fn a_big_transaction_comes_in_bounded_batches_and_a_checkpoint_inside_it_resumes
     );
     d.close().unwrap();
     teardown(name);
+}
+
+#[test]
+fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
+    use ferry_api::SourceFactory as _;
+    ferry_api::declare::check_specs(crate::PostgresCdcSourceFactory.options(), &[]).unwrap();
 }

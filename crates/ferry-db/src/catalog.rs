@@ -46,6 +46,17 @@ pub async fn pg_rows(
     Ok(out)
 }
 
+/// Rows of `sql` (one or more statements) run on a new PostgreSQL connection given by a
+/// libpq-style string (`host=127.0.0.1 user=postgres dbname=test`): for tools and tests
+/// that administer a server outside any job.
+pub async fn pg_script(dsn: &str, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
+    let (client, connection) = tokio_postgres::connect(dsn, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| FerryError::external("postgres", pg_error_text(&e)))?;
+    tokio::spawn(connection);
+    pg_rows(&client, sql, "postgres").await
+}
+
 /// Describes what `sql` returns on PostgreSQL; `table` (a quoted path) adds its keys.
 pub async fn describe_pg(
     client: &tokio_postgres::Client,

@@ -85,6 +85,26 @@ pub struct ConnInfo {
     pub connect_timeout: Duration,
 }
 
+ferry_api::declare_options! {
+    /// How the Jdbc source and sink connect, with SeaTunnel's names.
+    pub struct ConnOptions => CONN_OPTIONS {
+        /// jdbc:postgresql://host:port/db, jdbc:mysql://host:port/db or jdbc:mariadb://host:port/db, with URL properties after '?'.
+        url: String = "url", required;
+        /// Java driver class (org.postgresql.Driver, com.mysql.cj.jdbc.Driver, com.mysql.jdbc.Driver, org.mariadb.jdbc.Driver): must match the url's database.
+        driver: String = "driver", optional;
+        /// User name.
+        user: String = "user", optional;
+        /// User name (alternative spelling).
+        username: String = "username", optional;
+        /// Password; never shown in messages.
+        password: String = "password", optional;
+        /// Connection properties, as URL properties.
+        properties: serde_json::Map<String, serde_json::Value> = "properties", optional;
+        /// How long to wait for a connection, in seconds.
+        connection_check_timeout_sec: u64 = "connection_check_timeout_sec", default 30;
+    }
+}
+
 impl ConnInfo {
     /// `host:port`, for messages.
     pub fn address(&self) -> String {
@@ -92,12 +112,12 @@ impl ConnInfo {
     }
 
     /// Reads `url`, `driver`, `user`/`username`, `password`, `properties` and
-    /// `connection_check_timeout_sec`.
+    /// `connection_check_timeout_sec` ([`CONN_OPTIONS`]).
     pub fn from_options(o: &mut Options) -> Result<ConnInfo> {
-        let url = o.required_string("url")?;
-        let parts = parse_url(&url).map_err(|m| o.location().error("url", m))?;
+        let c = ConnOptions::read(o)?;
+        let parts = parse_url(&c.url).map_err(|m| o.location().error("url", m))?;
         let dialect = parts.dialect;
-        if let Some(driver) = o.string("driver")? {
+        if let Some(driver) = c.driver {
             let supported = || {
                 DRIVERS
                     .iter()
@@ -129,7 +149,7 @@ impl ConnInfo {
             mut properties,
             ..
         } = parts;
-        if let Some(extra) = o.object("properties")? {
+        if let Some(extra) = c.properties {
             for (k, v) in extra {
                 let v = match v {
                     serde_json::Value::String(s) => s,
@@ -138,9 +158,9 @@ impl ConnInfo {
                 properties.insert(k, v);
             }
         }
-        let user = match o.string("user")? {
+        let user = match c.user {
             Some(u) => u,
-            None => match o.string("username")? {
+            None => match c.username {
                 Some(u) => u,
                 None => properties
                     .get("user")
@@ -151,12 +171,12 @@ impl ConnInfo {
                     }),
             },
         };
-        let password = o
-            .string("password")?
+        let password = c
+            .password
             .or_else(|| properties.get("password").cloned())
             .filter(|p| !p.is_empty())
             .map(Secret);
-        let timeout = o.u64("connection_check_timeout_sec")?.unwrap_or(30).max(1);
+        let timeout = c.connection_check_timeout_sec.max(1);
         Ok(ConnInfo {
             dialect,
             host,

@@ -1,0 +1,204 @@
+//! A table or query as the database describes it: its Arrow schema, catalog information
+//! (table id, primary and unique keys, source types) and the columns' decoders.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use ferry_api::catalog::ColumnInfo;
+use ferry_api::{CatalogInfo, ConstraintType, Result, TableId, TableSchema};
+
+use crate::catalog::{describe_mysql, describe_pg, Described};
+use crate::conn::{connect_mysql, connect_pg, ConnInfo, Dialect};
+use crate::types::ColumnDef;
+
+/// A table's path as a job file writes it: `db.schema.table`, `schema.table` (PostgreSQL),
+/// `db.table` (MySQL) or `table`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TablePath {
+    /// The database, when the path names one.
+    pub database: Option<String>,
+    /// The schema (PostgreSQL), when the path names one.
+    pub schema: Option<String>,
+    /// The table's name.
+    pub table: String,
+}
+
+impl TablePath {
+    /// Splits `path` as `dialect` reads it: on PostgreSQL `a.b` is schema and table, on
+    /// MySQL database and table.
+    pub fn parse(dialect: Dialect, path: &str) -> TablePath {
+        let parts: Vec<&str> = path.split('.').collect();
+        let (database, schema, table) = match (dialect, parts.as_slice()) {
+            (_, [t]) => (None, None, t.to_string()),
+            (Dialect::Postgres, [s, t]) => (None, Some(s.to_string()), t.to_string()),
+            (Dialect::MySql, [d, t]) => (Some(d.to_string()), None, t.to_string()),
+            (_, [d, s, t]) => (Some(d.to_string()), Some(s.to_string()), t.to_string()),
+            _ => (None, None, path.to_string()),
+        };
+        TablePath {
+            database,
+            schema,
+            table,
+        }
+    }
+
+    /// The table as SQL names it on a connection to the database: PostgreSQL's database
+    /// is the connection's own, so only schema and table are written.
+    pub fn quoted(&self, dialect: Dialect) -> String {
+        let mut parts: Vec<&str> = Vec::new();
+        match dialect {
+            Dialect::Postgres => parts.extend(self.schema.as_deref()),
+            Dialect::MySql => parts.extend(self.database.as_deref().or(self.schema.as_deref())),
+        }
+        parts.push(&self.table);
+        dialect.quote_path(&parts)
+    }
+}
+
+/// A table or query as [`describe`] found it.
+#[derive(Debug, Clone)]
+pub struct DescribedTable {
+    /// Its routing name, Arrow schema and catalog information.
+    pub schema: TableSchema,
+    /// Its columns, in select order, with how each is decoded.
+    pub columns: Vec<ColumnDef>,
+    /// The columns that identify a row: the primary key, else a unique key; empty when
+    /// there is neither.
+    pub key: Vec<String>,
+}
+
+/// Describes what `SELECT * FROM {from}` returns on the database `conn` names, routed as
+/// table `name`; `path`, when the rows are one table's, adds that table's id and keys.
+/// `component` names the plugin in errors.
+pub async fn describe(
+    conn: &ConnInfo,
+    component: &str,
+    name: &str,
+    from: &str,
+    path: Option<&TablePath>,
+) -> Result<DescribedTable> {
+    let d = conn.dialect;
+    let probe = format!("SELECT * FROM {from}");
+    let quoted = path.map(|p| p.quoted(d));
+    let described = match d {
+        Dialect::Postgres => {
+            let client = connect_pg(conn, component).await?;
+            describe_pg(&client, &probe, quoted.as_deref(), component).await?
+        }
+        Dialect::MySql => {
+            let mut c = connect_mysql(conn, component).await?;
+            let table = path.and_then(|p| {
+                p.database
+                    .as_deref()
+                    .or(Some(conn.database.as_str()).filter(|s| !s.is_empty()))
+                    .map(|db| (db.to_string(), p.table.clone()))
+            });
+            let r = describe_mysql(
+                &mut c,
+                &probe,
+                table.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+                component,
+            )
+            .await;
+            let _ = c.disconnect().await;
+            r?
+        }
+    };
+    Ok(assemble(conn, name, path, described))
+}
+
+/// Describes table `path` on PostgreSQL over an open connection (a source describing many
+/// tables opens one connection for all).
+pub async fn describe_pg_table(
+    client: &tokio_postgres::Client,
+    conn: &ConnInfo,
+    component: &str,
+    path: &str,
+) -> Result<DescribedTable> {
+    let p = TablePath::parse(Dialect::Postgres, path);
+    let quoted = p.quoted(Dialect::Postgres);
+    let probe = format!("SELECT * FROM {quoted}");
+    let described = describe_pg(client, &probe, Some(&quoted), component).await?;
+    Ok(assemble(conn, path, Some(&p), described))
+}
+
+/// Describes table `path` (`db.schema.table`, `schema.table` or `table`) as the `Jdbc`
+/// source does for `table_path`.
+pub async fn describe_table(
+    conn: &ConnInfo,
+    component: &str,
+    path: &str,
+) -> Result<DescribedTable> {
+    let p = TablePath::parse(conn.dialect, path);
+    let from = p.quoted(conn.dialect);
+    describe(conn, component, path, &from, Some(&p)).await
+}
+
+fn assemble(
+    conn: &ConnInfo,
+    name: &str,
+    path: Option<&TablePath>,
+    described: Described,
+) -> DescribedTable {
+    let fields: Vec<Field> = described
+        .columns
+        .iter()
+        .map(|c| Field::new(&c.name, c.data_type.clone(), c.nullable))
+        .collect();
+    let schema: SchemaRef = Arc::new(Schema::new(fields));
+    let mut catalog = CatalogInfo {
+        id: path.map(|p| TableId {
+            catalog: conn.dialect.catalog_name().into(),
+            database: p
+                .database
+                .clone()
+                .or_else(|| Some(conn.database.clone()).filter(|x| !x.is_empty())),
+            schema: p.schema.clone(),
+            table: p.table.clone(),
+        }),
+        primary_key: described.primary_key.clone(),
+        constraint_keys: described.keys.clone(),
+        ..Default::default()
+    };
+    for c in &described.columns {
+        catalog.set_column(
+            &c.name,
+            ColumnInfo {
+                length: c.length,
+                source_type: Some(c.source_type.clone()),
+                ..Default::default()
+            },
+        );
+    }
+    let key: Vec<String> = match &described.primary_key {
+        Some(pk) => pk.columns.clone(),
+        None => described
+            .keys
+            .iter()
+            .find(|k| k.kind == ConstraintType::Unique)
+            .map(|k| k.columns.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default(),
+    };
+    DescribedTable {
+        schema: TableSchema::new(name.to_string(), schema).with_catalog(catalog),
+        columns: described.columns,
+        key,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_split_as_each_dialect_reads_them() {
+        let p = TablePath::parse(Dialect::Postgres, "test.public.t");
+        assert_eq!(p.quoted(Dialect::Postgres), "\"public\".\"t\"");
+        let p = TablePath::parse(Dialect::Postgres, "s.t");
+        assert_eq!((p.database, p.schema.as_deref()), (None, Some("s")));
+        let p = TablePath::parse(Dialect::MySql, "db.t");
+        assert_eq!(p.quoted(Dialect::MySql), "`db`.`t`");
+        let p = TablePath::parse(Dialect::MySql, "t");
+        assert_eq!(p.quoted(Dialect::MySql), "`t`");
+    }
+}
