@@ -1,5 +1,6 @@
 //! Crash tests for the replayable broker sources: a streaming job reads ids from NATS
-//! JetStream (or from RabbitMQ with correlation ids) into the transactional file sink,
+//! JetStream, Kafka (on Spark; the embedded engine's is in tests/kafka.rs) or RabbitMQ
+//! (with correlation ids) into the transactional file sink,
 //! the test publishes more while it kills the job with SIGKILL at random moments (fixed
 //! seed) and restarts it under the same job id. At the end every id is in the output
 //! exactly once.
@@ -271,6 +272,54 @@ fn nats_under_kills(engine: &str, kills: usize) {
     publish(&mut s);
     finish_and_check(&s, engine);
     Nats::connect().request(&format!("$JS.API.STREAM.DELETE.{stream}"), "");
+}
+
+/// Kafka on Spark: the readers start afresh in every micro-batch's task at the partition
+/// offsets the offset log holds (the embedded engine's ten-kill test is in tests/kafka.rs).
+#[test]
+fn kafka_into_transactional_files_on_spark_holds_every_id_once_under_three_kills() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use rdkafka::ClientConfig;
+
+    const SERVERS: &str = "127.0.0.1:9092";
+    let topic = unique("kafka");
+    common::create_kafka_topic(SERVERS, &topic, 3);
+    let mut s = setup(&format!(
+        r#"Kafka {{
+    bootstrap.servers = "{SERVERS}"
+    topic = "{topic}"
+    start_mode = earliest
+    consumer.group = "{topic}"
+    schema = {{ fields {{ id = bigint, payload = string }} }}
+  }}"#
+    ));
+    // One record per batch: Tansu's end offsets are right only then (see tests/kafka.rs).
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", SERVERS)
+        .set("batch.num.messages", "1")
+        .create()
+        .unwrap();
+    let mut publish = |s: &mut Setup| {
+        for i in s.published..s.published + BATCH {
+            let body = format!(r#"{{"id":{i},"payload":"row-{i}"}}"#);
+            producer
+                .send(
+                    BaseRecord::<(), str>::to(&topic)
+                        .payload(&body)
+                        .partition((i % 3) as i32),
+                )
+                .unwrap();
+            producer.poll(Duration::ZERO);
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+        s.published += BATCH;
+    };
+    for _ in 0..3 {
+        publish(&mut s);
+    }
+    kill_repeatedly(&mut s, "spark", 3, 0x5eed_4afb, &mut publish);
+    publish(&mut s);
+    finish_and_check(&s, "spark");
 }
 
 #[test]

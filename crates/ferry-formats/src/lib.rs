@@ -1,41 +1,57 @@
 //! # ferry-formats
 //!
 //! What the message-broker connectors (RabbitMQ, Redis, NATS, MQTT, …) share: reading a
-//! job file's `schema { fields { … } }` block into a table, and turning message bodies into
-//! rows and rows into message bodies in SeaTunnel's `json` and `text` formats. It lives
-//! here, not in one connector, because no connector may depend on another. The JSON forms
-//! of values are `ferry_api::value`'s (the same as LocalFile's JSON files), so a row
-//! written by one connector reads back in any other.
+//! job file's `schema { fields { … } }` block into a table, turning message bodies into
+//! rows and rows into message bodies in SeaTunnel's `json` and `text` formats and its
+//! change-data formats (Canal, Debezium, Maxwell, OGG, Kafka Connect; [`ChangeFormat`]), the options
+//! that choose them, secrets kept out of `Debug` output, and acknowledgements held until
+//! their checkpoint completes, and the enumerator of a source read as one split. It lives here, not in one connector, because no connector
+//! may depend on another. The JSON forms of values are `ferry_api::value`'s (the same as
+//! LocalFile's JSON files), so a row written by one connector reads back in any other.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch};
+pub mod avro;
+mod change;
+pub mod protobuf;
+
+pub use change::ChangeFormat;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt8Array};
 use arrow::datatypes::{DataType, SchemaRef};
 use ferry_api::catalog::{read_schema_keys, CatalogInfo, TableId};
 use ferry_api::options::{OptionKind, OptionSpec, Options};
 use ferry_api::types::schema_from_fields;
 use ferry_api::value::{array_value_to_json, json_to_array, object_field, RowStyle};
-use ferry_api::{FerryError, Result, TableSchema};
-use serde_json::Value;
+use ferry_api::{FerryError, Result, RowKind, Split, SplitEnumerator, TableSchema};
+use serde_json::{Map, Value};
 
-/// The options every broker source that declares its rows' schema accepts.
-pub const SCHEMA_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::optional("schema.fields", OptionKind::Object, None, "Columns of the rows in the messages, as `name = type`."),
-    OptionSpec::optional("schema.table", OptionKind::String, None, "Name of the produced table (`db.table`); defaults to plugin_output / result_table_name, else `default`."),
-    OptionSpec::optional("schema.primaryKey", OptionKind::Any, None, "Primary key `{ name, columnNames = [...] }`, carried to sinks."),
-    OptionSpec::optional("schema.constraintKeys", OptionKind::Any, None, "Unique keys `[{ constraintName, constraintType, constraintColumns }]`, carried to sinks."),
-    OptionSpec::optional("schema.comment", OptionKind::String, None, "Table comment."),
-];
+ferry_api::declare_options! {
+    /// The options every broker source that declares its rows' schema accepts.
+    pub struct SchemaOptions => SCHEMA_OPTIONS {
+        /// Columns of the rows in the messages, as `name = type`.
+        fields: Map<String, Value> = "schema.fields", optional;
+        /// Name of the produced table (`db.table`); defaults to plugin_output / result_table_name, else `default`.
+        table: String = "schema.table", optional;
+        /// Primary key `{ name, columnNames = [...] }`, carried to sinks.
+        _primary_key: Value = "schema.primaryKey", optional;
+        /// Unique keys `[{ constraintName, constraintType, constraintColumns }]`, carried to sinks.
+        _constraint_keys: Value = "schema.constraintKeys", optional;
+        /// Table comment.
+        _comment: String = "schema.comment", optional;
+    }
+}
 
 /// Reads `schema { fields { … } }` (with `table`, `primaryKey`, `constraintKeys`) into the
 /// table a source produces, for plugin `plugin` (its catalog name). `None` when the job
 /// sets no schema.
 pub fn read_schema(o: &mut Options, plugin: &str) -> Result<Option<TableSchema>> {
-    let Some(fields) = o.object("schema.fields")? else {
+    let SchemaOptions { fields, table, .. } = SchemaOptions::read(o)?;
+    let Some(fields) = fields else {
         return Ok(None);
     };
     let schema = schema_from_fields(&fields).map_err(|e| o.error("schema.fields", e.0))?;
-    let table = o.string("schema.table")?.filter(|t| !t.trim().is_empty());
+    let table = table.filter(|t| !t.trim().is_empty());
     let default_name = match o.string("plugin_output")? {
         Some(n) => Some(n),
         None => o.string("result_table_name")?,
@@ -57,6 +73,126 @@ pub fn read_schema(o: &mut Options, plugin: &str) -> Result<Option<TableSchema>>
     ))
 }
 
+/// A password or token from a job file, kept out of `Debug` output (plans and errors print
+/// plugins' configs).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Acknowledgements a broker source holds until the checkpoint whose rows they cover has
+/// completed: at each snapshot the reader records the newest one it may send, and when a
+/// checkpoint completes it sends the greatest recorded up to that checkpoint (brokers'
+/// acknowledgements here are cumulative: a delivery tag, a stream sequence).
+///
+/// ```
+/// let mut acks = ferry_formats::PendingAcks::default();
+/// acks.push(1, 10);
+/// acks.push(2, 25);
+/// acks.push(3, 30);
+/// assert_eq!(acks.complete(2), Some(25));
+/// assert_eq!(acks.complete(2), None);
+/// assert_eq!(acks.complete(5), Some(30));
+/// ```
+#[derive(Debug, Clone)]
+pub struct PendingAcks<T> {
+    pending: Vec<(u64, T)>,
+}
+
+impl<T> Default for PendingAcks<T> {
+    fn default() -> Self {
+        PendingAcks {
+            pending: Vec::new(),
+        }
+    }
+}
+
+impl<T: Ord + Clone> PendingAcks<T> {
+    /// Records `ack` as what completing checkpoint `checkpoint_id` may acknowledge.
+    pub fn push(&mut self, checkpoint_id: u64, ack: T) {
+        self.pending.push((checkpoint_id, ack));
+    }
+
+    /// The greatest acknowledgement recorded for checkpoints up to `checkpoint_id`, which
+    /// are then forgotten; `None` when there is none.
+    pub fn complete(&mut self, checkpoint_id: u64) -> Option<T> {
+        let max = self
+            .pending
+            .iter()
+            .filter(|(c, _)| *c <= checkpoint_id)
+            .map(|(_, a)| a)
+            .max()
+            .cloned();
+        self.pending.retain(|(c, _)| *c > checkpoint_id);
+        max
+    }
+}
+
+impl ferry_api::declare::OptionValue for Secret {
+    const KIND: ferry_api::OptionKind = ferry_api::OptionKind::String;
+    fn read(o: &mut Options, key: &str) -> Result<Option<Self>> {
+        Ok(o.string(key)?.map(Secret))
+    }
+}
+
+impl ferry_api::declare::DefaultValue<Secret> for &str {
+    fn into_value(self) -> Secret {
+        Secret(self.to_string())
+    }
+}
+
+/// The enumerator of a source that reader 0 reads as one split (one session, one scan,
+/// one consumer): it hands the split out once, and again when it comes back (its reader
+/// failed: the engine restores the reader's state from the checkpoint). Its own state is
+/// whether the split is out, for then a reader's state holds it.
+///
+/// ```
+/// use ferry_api::{Split, SplitEnumerator};
+/// let split = Split { id: "scan".into(), state: serde_json::json!({}) };
+/// let mut e = ferry_formats::OneSplit::new(split.clone(), None);
+/// assert_eq!(e.discover().unwrap().len(), 1);
+/// assert!(e.is_exhausted());
+/// let state = e.snapshot(1).unwrap();
+/// assert!(ferry_formats::OneSplit::new(split, Some(state)).is_exhausted());
+/// ```
+#[derive(Debug)]
+pub struct OneSplit {
+    split: Split,
+    pending: bool,
+}
+
+impl OneSplit {
+    /// Hands `split` to reader 0, unless `restored` (this enumerator's state) says it is out.
+    pub fn new(split: Split, restored: Option<Value>) -> OneSplit {
+        OneSplit {
+            split,
+            pending: restored.and_then(|v| v.as_bool()) != Some(true),
+        }
+    }
+}
+
+impl SplitEnumerator for OneSplit {
+    fn discover(&mut self) -> Result<Vec<(usize, Split)>> {
+        if !std::mem::take(&mut self.pending) {
+            return Ok(Vec::new());
+        }
+        Ok(vec![(0, self.split.clone())])
+    }
+    fn is_exhausted(&self) -> bool {
+        !self.pending
+    }
+    fn add_splits_back(&mut self, _splits: Vec<Split>, _reader: usize) {
+        self.pending = true;
+    }
+    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
+        Ok(Value::Bool(!self.pending))
+    }
+}
+
 /// How message bodies encode rows (SeaTunnel's `format` option).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Format {
@@ -67,6 +203,12 @@ pub enum Format {
         /// SeaTunnel's `field_delimiter` (default `,`).
         delimiter: String,
     },
+    /// A change-data format: rows with their row kinds.
+    Change(ChangeFormat),
+    /// SeaTunnel's Avro: one binary datum per message ([`avro`]).
+    Avro,
+    /// SeaTunnel's Protocol Buffers: one message of a `.proto` text's type ([`protobuf`]).
+    Protobuf(std::sync::Arc<protobuf::Proto>),
 }
 
 /// What to do with a message that does not decode (SeaTunnel's `format_error_handle_way`).
@@ -78,44 +220,142 @@ pub enum OnError {
     Skip,
 }
 
-/// The options that choose a format.
-pub const FORMAT_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::optional(
-        "format",
-        OptionKind::Enum(&["json", "text"]),
-        Some("json"),
-        "How message bodies encode rows.",
-    ),
-    OptionSpec::optional(
-        "field_delimiter",
-        OptionKind::String,
-        Some(","),
-        "Delimiter between values in the text format.",
-    ),
-    OptionSpec::optional(
-        "format_error_handle_way",
-        OptionKind::Enum(&["fail", "skip"]),
-        Some("fail"),
-        "A message that does not decode stops the job (fail) or is left out (skip).",
-    ),
+const FORMATS: &[&str] = &["json", "text"];
+const ON_ERROR: &[&str] = &["fail", "skip"];
+
+ferry_api::declare_options! {
+    /// The options that choose a format.
+    pub struct FormatOptions => FORMAT_OPTIONS {
+        /// How message bodies encode rows.
+        format: String = "format", default "json", one_of FORMATS;
+        /// Delimiter between values in the text format.
+        field_delimiter: String = "field_delimiter", default ",";
+        /// A message that does not decode stops the job (fail) or is left out (skip).
+        on_error: String = "format_error_handle_way", default "fail", one_of ON_ERROR;
+    }
+}
+
+/// Every format a source or sink that carries change data (Kafka) reads or writes.
+const CHANGE_FORMATS: &[&str] = &[
+    "json",
+    "text",
+    "canal_json",
+    "debezium_json",
+    "maxwell_json",
+    "ogg_json",
+    "compatible_kafka_connect_json",
+    "avro",
+    "protobuf",
 ];
+
+ferry_api::declare_options! {
+    /// The options that choose a format where change-data formats are accepted too.
+    pub struct ChangeFormatOptions => CHANGE_FORMAT_OPTIONS {
+        /// How message bodies encode rows: json, text, avro, or the change-data formats canal_json, debezium_json, maxwell_json, ogg_json (rows with row kinds) and compatible_kafka_connect_json (read only).
+        format: String = "format", default "json", one_of CHANGE_FORMATS;
+        /// Delimiter between values in the text format.
+        field_delimiter: String = "field_delimiter", default ",";
+        /// A message that does not decode stops the job (fail) or is left out (skip).
+        on_error: String = "format_error_handle_way", default "fail", one_of ON_ERROR;
+        /// With debezium_json: the messages are Kafka Connect envelopes `{schema, payload}`.
+        include_schema: bool = "debezium_record_include_schema", default true;
+        /// With compatible_kafka_connect_json: the values are `{schema, payload}` envelopes.
+        value_schema: bool = "value_converter_schema_enabled", default true;
+        /// With compatible_kafka_connect_json: the keys are envelopes (keys are not read).
+        _key_schema: bool = "key_converter_schema_enabled", default true;
+        /// With protobuf: the `.proto` text describing the messages.
+        protobuf_schema: String = "protobuf_schema", optional;
+        /// With protobuf: the message (its name or full name) each Kafka message is.
+        protobuf_message_name: String = "protobuf_message_name", optional;
+    }
+}
+
+/// Reads [`CHANGE_FORMAT_OPTIONS`]: `format` (change-data formats included),
+/// `field_delimiter`, `format_error_handle_way` and the formats' own options.
+pub fn read_change_format(o: &mut Options) -> Result<(Format, OnError)> {
+    let f = ChangeFormatOptions::read(o)?;
+    let format = match f.format.as_str() {
+        "text" => Format::Text {
+            delimiter: f.field_delimiter,
+        },
+        "canal_json" => Format::Change(ChangeFormat::Canal),
+        "debezium_json" => Format::Change(ChangeFormat::Debezium {
+            include_schema: f.include_schema,
+        }),
+        "maxwell_json" => Format::Change(ChangeFormat::Maxwell),
+        "ogg_json" => Format::Change(ChangeFormat::Ogg),
+        "compatible_kafka_connect_json" => Format::Change(ChangeFormat::KafkaConnect {
+            value_schema: f.value_schema,
+        }),
+        "avro" => Format::Avro,
+        "protobuf" => {
+            let (Some(text), Some(name)) = (&f.protobuf_schema, &f.protobuf_message_name) else {
+                return Err(o.error(
+                    "format",
+                    "protobuf needs protobuf_schema (the .proto text) and protobuf_message_name",
+                ));
+            };
+            let proto =
+                protobuf::Proto::parse(text, name).map_err(|e| o.error("protobuf_schema", e))?;
+            Format::Protobuf(std::sync::Arc::new(proto))
+        }
+        _ => Format::Json,
+    };
+    Ok((format, on_error(&f.on_error)))
+}
+
+fn on_error(text: &str) -> OnError {
+    match text {
+        "skip" => OnError::Skip,
+        _ => OnError::Fail,
+    }
+}
 
 /// Reads `format`, `field_delimiter` and `format_error_handle_way`.
 pub fn read_format(o: &mut Options) -> Result<(Format, OnError)> {
-    let format = match o.enum_value("format", &["json", "text"])? {
-        Some("text") => Format::Text {
-            delimiter: o.string("field_delimiter")?.unwrap_or_else(|| ",".into()),
+    let f = FormatOptions::read(o)?;
+    let format = match f.format.as_str() {
+        "text" => Format::Text {
+            delimiter: f.field_delimiter,
         },
-        _ => {
-            o.string("field_delimiter")?;
-            Format::Json
-        }
+        _ => Format::Json,
     };
-    let on_error = match o.enum_value("format_error_handle_way", &["fail", "skip"])? {
-        Some("skip") => OnError::Skip,
-        _ => OnError::Fail,
-    };
-    Ok((format, on_error))
+    Ok((format, on_error(&f.on_error)))
+}
+
+/// `schema`, as the options of a source whose messages' schema must be declared list it;
+/// read with [`require_schema`].
+pub const MESSAGE_SCHEMA: &[OptionSpec] = &[OptionSpec::required(
+    "schema",
+    OptionKind::Object,
+    "schema { fields { name = type } }: the columns of the messages.",
+)];
+
+/// [`read_schema`] for a source that cannot do without one: unset is an error.
+pub fn require_schema(o: &mut Options, plugin: &str) -> Result<TableSchema> {
+    read_schema(o, plugin)?
+        .ok_or_else(|| o.error("schema", "is required: schema { fields { name = type } }"))
+}
+
+ferry_api::declare_options! {
+    /// The options with which a broker sink chooses how rows become messages.
+    pub struct SinkFormatOptions => SINK_FORMAT_OPTIONS {
+        /// How a row becomes a message.
+        format: String = "format", default "json", one_of FORMATS;
+        /// Delimiter between values with format = text.
+        field_delimiter: String = "field_delimiter", default ",";
+    }
+}
+
+/// Reads a sink's `format` and `field_delimiter` ([`SINK_FORMAT_OPTIONS`]).
+pub fn read_sink_format(o: &mut Options) -> Result<Format> {
+    let f = SinkFormatOptions::read(o)?;
+    Ok(match f.format.as_str() {
+        "text" => Format::Text {
+            delimiter: f.field_delimiter,
+        },
+        _ => Format::Json,
+    })
 }
 
 /// Turns message bodies into rows of one schema.
@@ -136,6 +376,8 @@ pub struct Decoded {
     pub batch: RecordBatch,
     /// Messages left out because they did not decode (with `OnError::Skip`).
     pub skipped: usize,
+    /// Each row's [`RowKind`] code, when a change-data format gave other rows than inserts.
+    pub kinds: Option<UInt8Array>,
 }
 
 impl Decoder {
@@ -143,16 +385,18 @@ impl Decoder {
     /// not decode fails the call (naming its position and the reason) or is skipped.
     pub fn decode(&self, component: &str, bodies: &[&[u8]]) -> Result<Decoded> {
         let mut rows: Vec<serde_json::Map<String, Value>> = Vec::with_capacity(bodies.len());
+        let mut kinds: Vec<u8> = Vec::with_capacity(bodies.len());
         let mut skipped = 0;
         for (i, body) in bodies.iter().enumerate() {
             let start = rows.len();
-            let r = self.parse(body, &mut rows).and_then(|()| {
+            let r = self.parse(body, &mut rows, &mut kinds).and_then(|()| {
                 // Check every value against its column now, so that a bad message is
                 // the one named (or skipped), not the whole run.
                 self.columns(&rows[start..]).map(|_| ())
             });
             if let Err(reason) = r {
                 rows.truncate(start);
+                kinds.truncate(start);
                 match self.on_error {
                     OnError::Skip => skipped += 1,
                     OnError::Fail => {
@@ -180,23 +424,88 @@ impl Decoder {
         } else {
             RecordBatch::try_new(self.schema.clone(), columns)?
         };
-        Ok(Decoded { batch, skipped })
+        let kinds = kinds
+            .iter()
+            .any(|k| *k != RowKind::Insert as u8)
+            .then(|| UInt8Array::from(kinds));
+        Ok(Decoded {
+            batch,
+            skipped,
+            kinds,
+        })
+    }
+
+    /// [`decode`](Self::decode)'s rows, logging how many messages were left out;
+    /// `source` names where they came from (a queue, a topic, a key pattern).
+    pub fn decode_logged(
+        &self,
+        component: &str,
+        source: &str,
+        bodies: &[&[u8]],
+    ) -> Result<RecordBatch> {
+        let decoded = self.decode(component, bodies)?;
+        if decoded.skipped > 0 {
+            tracing::warn!(
+                skipped = decoded.skipped,
+                source,
+                "{component}: messages that do not decode were left out"
+            );
+        }
+        Ok(decoded.batch)
     }
 
     fn format_name(&self) -> &'static str {
-        match self.format {
+        match &self.format {
             Format::Json => "json",
             Format::Text { .. } => "text",
+            Format::Change(c) => c.name(),
+            Format::Avro => "avro",
+            Format::Protobuf(_) => "protobuf",
         }
     }
 
+    /// Appends the rows of `body` to `out` and their kinds to `kinds`.
     fn parse(
         &self,
         body: &[u8],
         out: &mut Vec<serde_json::Map<String, Value>>,
+        kinds: &mut Vec<u8>,
     ) -> std::result::Result<(), String> {
+        self.parse_rows(body, out, kinds)?;
+        // Json and text rows are inserts.
+        kinds.resize(out.len(), RowKind::Insert as u8);
+        Ok(())
+    }
+
+    fn parse_rows(
+        &self,
+        body: &[u8],
+        out: &mut Vec<serde_json::Map<String, Value>>,
+        kinds: &mut Vec<u8>,
+    ) -> std::result::Result<(), String> {
+        match &self.format {
+            Format::Avro => {
+                out.push(avro::decode_row(body, &self.schema)?);
+                return Ok(());
+            }
+            Format::Protobuf(p) => {
+                out.push(protobuf::decode_row(p, body, &self.schema)?);
+                return Ok(());
+            }
+            _ => {}
+        }
         let text = std::str::from_utf8(body).map_err(|e| format!("not UTF-8: {e}"))?;
         match &self.format {
+            Format::Avro | Format::Protobuf(_) => {}
+            Format::Change(c) => {
+                if text.trim().is_empty() {
+                    // A tombstone: no change.
+                    return Ok(());
+                }
+                let msg: Value =
+                    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+                c.read(msg, &self.schema, &mut change::Rows { rows: out, kinds })?;
+            }
             Format::Json => match serde_json::from_str::<Value>(text) {
                 Ok(Value::Object(m)) => out.push(m),
                 Ok(Value::Array(items)) => {
@@ -274,24 +583,23 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// The body of row `i` of `batch`.
-    pub fn encode(&self, batch: &RecordBatch, i: usize) -> Vec<u8> {
-        match &self.format {
-            Format::Json => {
-                let schema = batch.schema();
-                let m: serde_json::Map<String, Value> = schema
-                    .fields()
-                    .iter()
-                    .zip(batch.columns())
-                    .map(|(f, c)| {
-                        (
-                            f.name().clone(),
-                            array_value_to_json(c.as_ref(), i, RowStyle::Named),
-                        )
-                    })
-                    .collect();
-                Value::Object(m).to_string().into_bytes()
-            }
+    /// The body of row `i` of `batch`, an insert.
+    pub fn encode(&self, batch: &RecordBatch, i: usize) -> std::result::Result<Vec<u8>, String> {
+        self.encode_change(batch, RowKind::Insert, i)
+    }
+
+    /// The body of row `i` of `batch`, of kind `kind`: change-data formats record it (as
+    /// an insert or a delete), json, text and avro write the row alone. Only avro can fail
+    /// (on a null: its schema has none).
+    pub fn encode_change(
+        &self,
+        batch: &RecordBatch,
+        kind: RowKind,
+        i: usize,
+    ) -> std::result::Result<Vec<u8>, String> {
+        Ok(match &self.format {
+            Format::Json => Value::Object(row_object(batch, i)).to_string().into_bytes(),
+            Format::Change(c) => c.write(row_object(batch, i), kind).to_string().into_bytes(),
             Format::Text { delimiter } => batch
                 .columns()
                 .iter()
@@ -299,8 +607,26 @@ impl Encoder {
                 .collect::<Vec<_>>()
                 .join(delimiter)
                 .into_bytes(),
-        }
+            Format::Avro => return avro::encode_row(batch, i),
+            Format::Protobuf(p) => return protobuf::encode_row(p, batch, i),
+        })
     }
+}
+
+/// Row `i` of `batch` as a JSON object, columns in schema order.
+fn row_object(batch: &RecordBatch, i: usize) -> Map<String, Value> {
+    batch
+        .schema_ref()
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(f, c)| {
+            (
+                f.name().clone(),
+                array_value_to_json(c.as_ref(), i, RowStyle::Named),
+            )
+        })
+        .collect()
 }
 
 /// A value as the text format writes it: strings as they are, nulls empty, others as JSON.
@@ -314,6 +640,27 @@ pub fn text_value(c: &dyn Array, i: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// The schema of SeaTunnel's `schema { fields { … } }` block, given as JSON.
+    pub(crate) fn schema_of(json: serde_json::Value) -> std::sync::Arc<arrow::datatypes::Schema> {
+        let serde_json::Value::Object(m) = json else {
+            panic!("fields must be an object: {json}")
+        };
+        std::sync::Arc::new(ferry_api::types::schema_from_fields(&m).unwrap())
+    }
+
+    #[test]
+    fn option_lists_are_what_ferry_connectors_print() {
+        ferry_api::declare::check_specs(super::SCHEMA_OPTIONS, &[]).unwrap();
+        ferry_api::declare::check_specs(super::FORMAT_OPTIONS, &[]).unwrap();
+        ferry_api::declare::check_specs(super::CHANGE_FORMAT_OPTIONS, &[]).unwrap();
+        let mut o = ferry_api::Options::from_json("Kafka", serde_json::json!({}));
+        let (format, on_error) = super::read_format(&mut o).unwrap();
+        assert_eq!(
+            (format, on_error),
+            (super::Format::Json, super::OnError::Fail)
+        );
+    }
+
     use arrow::array::{Int64Array, StringArray};
     use arrow::datatypes::{Field, Schema};
 
@@ -339,7 +686,7 @@ mod tests {
         let enc = Encoder {
             format: Format::Json,
         };
-        let bodies: Vec<Vec<u8>> = (0..2).map(|i| enc.encode(&batch, i)).collect();
+        let bodies: Vec<Vec<u8>> = (0..2).map(|i| enc.encode(&batch, i).unwrap()).collect();
         assert_eq!(bodies[0], br#"{"id":1,"name":"a,b"}"#);
         let mut dec = Decoder {
             schema: schema(),
@@ -369,9 +716,58 @@ mod tests {
         let enc = Encoder {
             format: dec.format.clone(),
         };
-        assert_eq!(enc.encode(&d.batch, 0), b"7|seven");
-        assert_eq!(enc.encode(&d.batch, 1), b"|");
+        assert_eq!(enc.encode(&d.batch, 0).unwrap(), b"7|seven");
+        assert_eq!(enc.encode(&d.batch, 1).unwrap(), b"|");
         let err = dec.decode("test", &[b"1|2|3"]).unwrap_err().to_string();
         assert!(err.contains("3 values for 2 columns"), "{err}");
+    }
+
+    #[test]
+    fn change_formats_give_row_kinds_and_write_them_back() {
+        let mut o = ferry_api::Options::from_json(
+            "Kafka",
+            serde_json::json!({"format": "CANAL_JSON", "format_error_handle_way": "skip"}),
+        );
+        let (format, on_error) = read_change_format(&mut o).unwrap();
+        assert_eq!(format, Format::Change(ChangeFormat::Canal));
+        let dec = Decoder {
+            schema: schema(),
+            format,
+            on_error,
+        };
+        let d = dec
+            .decode(
+                "test",
+                &[
+                    br#"{"data":[{"id":"1","name":"a"}],"type":"INSERT"}"#,
+                    br#"{"data":null,"type":"ALTER","isDdl":true}"#,
+                    br#"{"data":[{"id":"x"}],"type":"DELETE"}"#,
+                    br#"{"data":[{"id":"1","name":"b"}],"old":[{"name":"a"}],"type":"UPDATE"}"#,
+                ],
+            )
+            .unwrap();
+        // The DDL gives no row; the message whose id is not a number is skipped.
+        assert_eq!(d.skipped, 1);
+        assert_eq!(d.kinds.as_ref().unwrap().values().to_vec(), vec![0, 1, 2]);
+        let names = d
+            .batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert_eq!(
+            names.iter().flatten().collect::<Vec<_>>(),
+            vec!["a", "a", "b"]
+        );
+        let enc = Encoder {
+            format: dec.format.clone(),
+        };
+        assert_eq!(
+            enc.encode_change(&d.batch, RowKind::UpdateBefore, 1)
+                .unwrap(),
+            br#"{"data":{"id":1,"name":"a"},"type":"DELETE"}"#
+        );
+        let mut o = ferry_api::Options::from_json("Kafka", serde_json::json!({}));
+        assert_eq!(read_change_format(&mut o).unwrap().0, Format::Json);
     }
 }

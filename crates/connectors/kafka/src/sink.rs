@@ -28,7 +28,7 @@ use ferry_api::{
     ChangeBatch, FerryError, JobContext, Result, Sink, SinkDelivery, SinkFactory, SinkWriter,
     TableSchema, WriterContext,
 };
-use ferry_formats::{read_format, Encoder, FORMAT_OPTIONS};
+use ferry_formats::{read_change_format, Encoder, Format, CHANGE_FORMAT_OPTIONS};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
@@ -44,8 +44,10 @@ ferry_api::declare_options! {
     struct SinkOptions => OWN_SPECS {
         /// Brokers to contact first, `host:port[,host:port…]`.
         servers: String = "bootstrap.servers", required;
-        /// The topic to write to.
+        /// The topic to write to; `${column}` in it is replaced by each row's value of that column (SeaTunnel's topic from a field).
         topic: String = "topic", required;
+        /// Messages whose body contains the i-th text go to partition i; the others to the remaining partitions by the body's hash (SeaTunnel's MessageContentPartitioner).
+        assign_partitions: Vec<String> = "assign_partitions", optional;
         /// Columns whose values (encoded in `format`) form each message's key, so that librdkafka's partitioner sends equal keys to the same partition.
         key_fields: Vec<String> = "partition_key_fields", optional;
         /// Send every message to this partition.
@@ -83,11 +85,23 @@ impl SinkFactory for KafkaSinkFactory {
         NAME
     }
     fn description(&self) -> &'static str {
-        "Produces one Kafka message (json or text) per row; transactional, idempotent or plain producers"
+        "Produces one Kafka message per row (json, text, or a change-data format recording the row kind); transactional, idempotent or plain producers"
     }
     fn options(&self) -> &'static [OptionSpec] {
         static OPTIONS: OnceLock<Vec<OptionSpec>> = OnceLock::new();
-        OPTIONS.get_or_init(|| [OWN_SPECS, EXTRA_SPECS, &FORMAT_OPTIONS[..2]].concat())
+        OPTIONS.get_or_init(|| {
+            let format = CHANGE_FORMAT_OPTIONS.iter().filter(|s| {
+                matches!(
+                    s.name,
+                    "format" | "field_delimiter" | "protobuf_schema" | "protobuf_message_name"
+                )
+            });
+            [OWN_SPECS, EXTRA_SPECS]
+                .concat()
+                .into_iter()
+                .chain(format.cloned())
+                .collect()
+        })
     }
     fn create(
         &self,
@@ -97,7 +111,23 @@ impl SinkFactory for KafkaSinkFactory {
     ) -> Result<Arc<dyn Sink>> {
         let opts = SinkOptions::read(o)?;
         let config = read_kafka_config(o)?;
-        let (format, _) = read_format(o)?;
+        let (format, _) = read_change_format(o)?;
+        if let Format::Change(c) = &format {
+            if !c.writable() {
+                return Err(o.error(
+                    "format",
+                    format!("{} is read only: write json, text, canal_json, debezium_json, maxwell_json or ogg_json", c.name()),
+                ));
+            }
+        }
+        for t in input {
+            let checked = match &format {
+                Format::Avro => ferry_formats::avro::check_schema(&t.schema),
+                Format::Protobuf(p) => p.check(&t.schema, true),
+                _ => Ok(()),
+            };
+            checked.map_err(|e| o.error("format", format!("input table {}: {e}", t.name)))?;
+        }
         let semantics = match opts.semantics.to_ascii_uppercase().as_str() {
             "EXACTLY_ONCE" => Semantics::ExactlyOnce,
             "AT_LEAST_ONCE" => Semantics::AtLeastOnce,
@@ -131,6 +161,35 @@ impl SinkFactory for KafkaSinkFactory {
                 key_columns.push((f.clone(), i));
             }
         }
+        let topic = match topic_field(&opts.topic) {
+            None => TopicRule::Fixed(opts.topic.clone()),
+            Some(field) => {
+                let Some(table) = input.first() else {
+                    return Err(o.error("topic", "the sink has no input table"));
+                };
+                let column = table.schema.index_of(&field).map_err(|_| {
+                    o.error(
+                        "topic",
+                        format!(
+                            "'${{{field}}}': '{field}' is not a column of {}",
+                            table.name
+                        ),
+                    )
+                })?;
+                TopicRule::Field {
+                    template: opts.topic.clone(),
+                    placeholder: format!("${{{field}}}"),
+                    column,
+                }
+            }
+        };
+        let assign = opts.assign_partitions.clone().unwrap_or_default();
+        if assign.iter().any(String::is_empty) {
+            return Err(o.error(
+                "assign_partitions",
+                "holds an empty text, which every message contains",
+            ));
+        }
         let prefix = opts
             .transaction_prefix
             .clone()
@@ -138,7 +197,8 @@ impl SinkFactory for KafkaSinkFactory {
         o.finish(self.options())?;
         Ok(Arc::new(KafkaSink {
             servers: opts.servers,
-            topic: opts.topic,
+            topic,
+            assign,
             config,
             encoder: Encoder { format },
             key_columns,
@@ -149,9 +209,58 @@ impl SinkFactory for KafkaSinkFactory {
     }
 }
 
+/// The column a `${column}` topic names (the first placeholder, as SeaTunnel reads it).
+fn topic_field(topic: &str) -> Option<String> {
+    let start = topic.find("${")?;
+    let len = topic[start + 2..].find('}')?;
+    Some(topic[start + 2..start + 2 + len].to_string())
+}
+
+/// Where a row's message goes.
+#[derive(Debug, Clone)]
+enum TopicRule {
+    Fixed(String),
+    /// `template` with `placeholder` (`${column}`) replaced by the row's value of `column`
+    /// in Java's text form. SeaTunnel takes the value as the whole topic; the same when the
+    /// topic is only the placeholder, as SeaTunnel's job files write it.
+    Field {
+        template: String,
+        placeholder: String,
+        column: usize,
+    },
+}
+
+impl TopicRule {
+    /// The topic as errors name it.
+    fn text(&self) -> &str {
+        match self {
+            TopicRule::Fixed(t) | TopicRule::Field { template: t, .. } => t,
+        }
+    }
+}
+
+/// Java's `String.hashCode` of `s` (over UTF-16 code units), as SeaTunnel's
+/// MessageContentPartitioner hashes a message body.
+pub(crate) fn java_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// SeaTunnel's MessageContentPartitioner: the first `assign` text the body contains gives
+/// its index; other bodies share the remaining partitions by their hash.
+pub(crate) fn content_partition(assign: &[String], body: &[u8], partitions: i32) -> i32 {
+    let text = String::from_utf8_lossy(body);
+    if let Some(i) = assign.iter().position(|a| text.contains(a.as_str())) {
+        return i as i32;
+    }
+    let n = assign.len() as i32;
+    (java_hash(&text) & i32::MAX) % (partitions - n) + n
+}
+
 struct KafkaSink {
     servers: String,
-    topic: String,
+    topic: TopicRule,
+    assign: Vec<String>,
     config: Vec<(String, String)>,
     encoder: Encoder,
     key_columns: Vec<(String, usize)>,
@@ -232,6 +341,9 @@ impl Sink for KafkaSink {
         Ok(Box::new(Writer {
             servers: self.servers.clone(),
             topic: self.topic.clone(),
+            assign: self.assign.clone(),
+            partition_counts: std::collections::HashMap::new(),
+            topic_buf: String::new(),
             encoder: self.encoder.clone(),
             key_columns: self.key_columns.iter().map(|(_, i)| *i).collect(),
             partition: self.partition,
@@ -240,6 +352,42 @@ impl Sink for KafkaSink {
             errors,
         }))
     }
+}
+
+/// The number of partitions of `topic`, asked of the cluster once.
+fn partition_count(
+    producer: &ThreadedProducer<Reporter>,
+    counts: &mut std::collections::HashMap<String, i32>,
+    servers: &str,
+    topic: &str,
+) -> Result<i32> {
+    if let Some(n) = counts.get(topic) {
+        return Ok(*n);
+    }
+    let md = producer
+        .client()
+        .fetch_metadata(Some(topic), FLUSH_TIMEOUT)
+        .map_err(|e| {
+            external(
+                servers,
+                &format!("reading the partitions of topic '{topic}'"),
+                e,
+            )
+        })?;
+    let n = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .map_or(0, |t| t.partitions().len() as i32);
+    if n == 0 {
+        return Err(external(
+            servers,
+            &format!("reading the partitions of topic '{topic}'"),
+            "the topic has no partitions (does it exist?)",
+        ));
+    }
+    counts.insert(topic.to_string(), n);
+    Ok(n)
 }
 
 /// Records the first delivery failure librdkafka reports.
@@ -269,7 +417,12 @@ impl ProducerContext for Reporter {
 
 struct Writer {
     servers: String,
-    topic: String,
+    topic: TopicRule,
+    assign: Vec<String>,
+    /// Partitions per topic, for `assign_partitions` (asked once per topic).
+    partition_counts: std::collections::HashMap<String, i32>,
+    /// The row's topic, for `${column}` topics (one buffer, not one text per row).
+    topic_buf: String,
     encoder: Encoder,
     key_columns: Vec<usize>,
     partition: Option<i32>,
@@ -284,7 +437,7 @@ impl Writer {
         match first {
             Some(e) => Err(external(
                 &self.servers,
-                &format!("producing to topic '{}'", self.topic),
+                &format!("producing to topic '{}'", self.topic.text()),
                 e,
             )),
             None => Ok(()),
@@ -296,7 +449,7 @@ impl Writer {
         self.producer.flush(FLUSH_TIMEOUT).map_err(|e| {
             external(
                 &self.servers,
-                &format!("flushing to topic '{}'", self.topic),
+                &format!("flushing to topic '{}'", self.topic.text()),
                 e,
             )
         })?;
@@ -317,13 +470,69 @@ impl SinkWriter for Writer {
             )
         };
         for i in 0..batch.num_rows() {
-            let body = self.encoder.encode(&batch.data, i);
-            let key = keys.as_ref().map(|k| self.encoder.encode(k, i));
-            let mut record = BaseRecord::<[u8], [u8]>::to(&self.topic).payload(&body);
+            let body = self
+                .encoder
+                .encode_change(&batch.data, batch.kind(i), i)
+                .map_err(|e| FerryError::data(NAME, format!("row {i}: {e}")))?;
+            let key = match &keys {
+                Some(k) => Some(
+                    self.encoder
+                        .encode(k, i)
+                        .map_err(|e| FerryError::data(NAME, format!("row {i}'s key: {e}")))?,
+                ),
+                None => None,
+            };
+            let topic: &str = match &self.topic {
+                TopicRule::Fixed(t) => t,
+                TopicRule::Field {
+                    template,
+                    placeholder,
+                    column,
+                } => {
+                    let col = batch.data.column(*column);
+                    if col.is_null(i) {
+                        return Err(FerryError::data(
+                            NAME,
+                            format!(
+                                "topic '{template}': column '{}' is null in row {i}; every row needs a topic",
+                                batch.data.schema().field(*column).name()
+                            ),
+                        ));
+                    }
+                    let (before, after) = template
+                        .split_once(placeholder.as_str())
+                        .unwrap_or((template.as_str(), ""));
+                    self.topic_buf.clear();
+                    self.topic_buf.push_str(before);
+                    ferry_api::javatext::write_value(&mut self.topic_buf, col.as_ref(), i);
+                    self.topic_buf.push_str(after);
+                    &self.topic_buf
+                }
+            };
+            let partition = match self.partition {
+                Some(p) => Some(p),
+                None if !self.assign.is_empty() => {
+                    let n = partition_count(
+                        &self.producer,
+                        &mut self.partition_counts,
+                        &self.servers,
+                        topic,
+                    )?;
+                    if n <= self.assign.len() as i32 {
+                        return Err(FerryError::config(format!(
+                            "{NAME}: assign_partitions names {} partitions and topic '{topic}' has {n}; it needs at least one more for the other messages",
+                            self.assign.len()
+                        )));
+                    }
+                    Some(content_partition(&self.assign, &body, n))
+                }
+                None => None,
+            };
+            let mut record = BaseRecord::<[u8], [u8]>::to(topic).payload(&body);
             if let Some(k) = &key {
                 record = record.key(k.as_slice());
             }
-            if let Some(p) = self.partition {
+            if let Some(p) = partition {
                 record = record.partition(p);
             }
             loop {
@@ -337,7 +546,7 @@ impl SinkWriter for Writer {
                     Err((e, _)) => {
                         return Err(external(
                             &self.servers,
-                            &format!("producing to topic '{}'", self.topic),
+                            &format!("producing to topic '{}'", self.topic.text()),
                             e,
                         ))
                     }

@@ -1,6 +1,6 @@
 //! The Kafka source: one split per topic partition, its state the next offset to read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,9 @@ use ferry_api::{
     ReaderContext, Result, Source, SourceFactory, SourceReader, Split, SplitEnumerator,
     TableSchema,
 };
-use ferry_formats::{read_format, read_schema, Decoder, FORMAT_OPTIONS, SCHEMA_OPTIONS};
+use ferry_formats::{
+    read_change_format, read_schema, Decoder, Format, CHANGE_FORMAT_OPTIONS, SCHEMA_OPTIONS,
+};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
@@ -27,31 +29,168 @@ const POLL_WAIT: Duration = Duration::from_millis(50);
 const MAX_BATCH: usize = 4096;
 
 ferry_api::declare_options! {
-    /// The `Kafka` source's own options.
+    /// The `Kafka` source's own options (one per source, never in `table_list`).
     struct SourceOptions => OWN_SPECS {
         /// Brokers to contact first, `host:port[,host:port…]`.
         servers: String = "bootstrap.servers", required;
-        /// The topic to read; several separated by commas; with `pattern = true` a regular expression topic names must match whole.
-        topic: String = "topic", required;
-        /// `topic` is a regular expression (matched against the topics that exist when the job starts).
-        pattern: bool = "pattern", default false;
+        /// Several tables, each `{ topic, pattern, start_mode, schema, format, … }`; options an entry does not set are taken from the top.
+        table_list: Vec<Value> = "table_list", optional;
         /// The consumer group whose committed offsets `start_mode = group_offsets` starts from and to which offsets are committed.
         group: String = "consumer.group", default "SeaTunnel-Consumer-Group";
         /// Commit the offsets a checkpoint holds to the consumer group when the checkpoint completes; when false, librdkafka's auto commit (kafka.config enable.auto.commit) applies.
         commit_on_checkpoint: bool = "commit_on_checkpoint", default true;
-        /// Accepted for SeaTunnel job files: partitions are listed once, when the job starts (not again while it runs).
-        _discovery_interval: i64 = "partition-discovery.interval-millis", default -1;
+        /// STREAMING jobs: list the topics again this often (milliseconds) and read partitions and matching topics created since, from their earliest offset; -1 or 0: list once, when the job starts.
+        discovery_interval: i64 = "partition-discovery.interval-millis", default -1;
         /// Accepted for SeaTunnel job files: readers poll briefly and are polled again.
         _poll_timeout: i64 = "poll.timeout", default 10000;
     }
 }
 
-const EXTRA_SPECS: &[OptionSpec] = &[
+ferry_api::declare_options! {
+    /// Which topics one table reads: at the top, or in each block of `table_list`.
+    struct TopicOptions => TOPIC_SPECS {
+        /// The topic to read; several separated by commas; with `pattern = true` a regular expression topic names must match whole. Required at the top unless table_list is set.
+        topic: String = "topic", optional;
+        /// `topic` is a regular expression (matched against the topics that exist when the job starts).
+        pattern: bool = "pattern", default false;
+    }
+}
+
+const START_SPECS: &[OptionSpec] = &[
     OptionSpec::optional("start_mode", OptionKind::Enum(&["earliest", "latest", "group_offsets", "specific_offsets", "timestamp"]), Some("group_offsets"), "Where reading starts: earliest, latest, group_offsets (the group's committed offsets, earliest where it has none), specific_offsets (start_mode.offsets) or timestamp (start_mode.timestamp)."),
     OptionSpec::optional("start_mode.offsets", OptionKind::Object, None, "With start_mode = specific_offsets: `{ topic-partition = offset }`; partitions not named start at their earliest offset."),
     OptionSpec::optional("start_mode.timestamp", OptionKind::Int, None, "With start_mode = timestamp: each partition starts at its first record with a timestamp at or after this, in milliseconds since 1970."),
+];
+
+const CONFIG_SPECS: &[OptionSpec] = &[
     OptionSpec::optional("kafka.config", OptionKind::Object, None, "librdkafka settings passed to the consumer as they are (for example isolation.level, fetch.max.bytes)."),
 ];
+
+/// The options one table reads with: set at the top, or in each block of `table_list`.
+fn entry_specs() -> &'static [OptionSpec] {
+    static SPECS: OnceLock<Vec<OptionSpec>> = OnceLock::new();
+    SPECS.get_or_init(|| {
+        [
+            TOPIC_SPECS,
+            START_SPECS,
+            SCHEMA_OPTIONS,
+            CHANGE_FORMAT_OPTIONS,
+        ]
+        .concat()
+    })
+}
+
+/// One table the source reads: its topics, where they start, how their records decode.
+#[derive(Debug, Clone)]
+struct Entry {
+    topics: Topics,
+    start: StartMode,
+    table: TableSchema,
+    decoder: Decoder,
+}
+
+/// Reads one table's options. `in_list`: a `table_list` block, whose table is named by
+/// `schema.table` or else by its topic text, as SeaTunnel names it (`TablePath.of(topic)`).
+fn read_entry(o: &mut Options, in_list: bool) -> Result<Entry> {
+    let t = TopicOptions::read(o)?;
+    let Some(topic) = t.topic else {
+        return Err(o.error("topic", "is required: the topic(s) to read, or table_list"));
+    };
+    let named = o
+        .raw()
+        .get("schema")
+        .and_then(|s| s.get("table"))
+        .is_some_and(|t| t.as_str().is_some_and(|t| !t.trim().is_empty()));
+    let mut table = read_schema(o, NAME)?
+        .ok_or_else(|| o.error("schema", "is required: schema { fields { name = type } }"))?;
+    if in_list && !named {
+        let mut catalog = (*table.catalog).clone();
+        catalog.id = Some(ferry_api::TableId::from_path(NAME, &topic));
+        table = TableSchema::new(topic.as_str(), table.schema.clone()).with_catalog(catalog);
+    }
+    let (format, on_error) = read_change_format(o)?;
+    let checked = match &format {
+        Format::Avro => ferry_formats::avro::check_schema(&table.schema),
+        Format::Protobuf(p) => p.check(&table.schema, false),
+        _ => Ok(()),
+    };
+    checked.map_err(|e| o.error("format", e))?;
+    let start = read_start_mode(o)?;
+    let topics = if t.pattern {
+        let re = regex::Regex::new(&format!("^(?:{topic})$"))
+            .map_err(|e| o.error("topic", format!("is not a regular expression: {e}")))?;
+        Topics::Pattern(re)
+    } else {
+        let names: Vec<String> = topic
+            .split(',')
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+        if names.is_empty() {
+            return Err(o.error("topic", "names no topic"));
+        }
+        Topics::Names(names)
+    };
+    Ok(Entry {
+        topics,
+        start,
+        decoder: Decoder {
+            schema: table.schema.clone(),
+            format,
+            on_error,
+        },
+        table,
+    })
+}
+
+/// The `table_list` blocks, each with the top's options it does not set itself.
+fn read_table_list(o: &mut Options, items: Vec<Value>) -> Result<Vec<Entry>> {
+    if items.is_empty() {
+        return Err(o.error("table_list", "is empty"));
+    }
+    let mut entries: Vec<Entry> = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let prefix = format!("table_list[{i}]");
+        let Value::Object(mut m) = item else {
+            return Err(o.error(
+                &prefix,
+                "expected a block { topic = …, schema = …, format = … }",
+            ));
+        };
+        for k in entry_specs()
+            .iter()
+            .map(|s| s.name)
+            .filter(|k| !["topic", "pattern", "schema"].contains(k))
+        {
+            if !m.contains_key(k) {
+                if let Some(v) = o.raw().get(k) {
+                    m.insert(k.to_string(), v.clone());
+                }
+            }
+        }
+        let mut sub = Options::new(m, o.location().nested(&prefix));
+        let entry = read_entry(&mut sub, true).map_err(|e| e.within(&prefix))?;
+        sub.finish(entry_specs()).map_err(|e| e.within(&prefix))?;
+        if let Some(j) = entries
+            .iter()
+            .position(|e| e.table.name == entry.table.name)
+        {
+            return Err(o.error(
+                &prefix,
+                format!(
+                    "names table '{}' as table_list[{j}] does: give one of them schema {{ table = … }}",
+                    entry.table.name
+                ),
+            ));
+        }
+        entries.push(entry);
+    }
+    // The top's entry options serve as defaults only: mark them read.
+    for s in entry_specs() {
+        let _ = o.get(s.name);
+    }
+    Ok(entries)
+}
 
 /// Reads `start_mode` with `start_mode.offsets` / `start_mode.timestamp`. HOCON makes
 /// `start_mode = timestamp` followed by `start_mode.timestamp = …` (as SeaTunnel's job
@@ -127,34 +266,18 @@ impl SourceFactory for KafkaSourceFactory {
         NAME
     }
     fn description(&self) -> &'static str {
-        "Reads rows (json or text) from Kafka topic partitions, resuming at checkpointed offsets"
+        "Reads rows (json, text, or change data in canal_json, debezium_json, maxwell_json, ogg_json) from Kafka topic partitions, resuming at checkpointed offsets"
     }
     fn options(&self) -> &'static [OptionSpec] {
         static OPTIONS: OnceLock<Vec<OptionSpec>> = OnceLock::new();
-        OPTIONS.get_or_init(|| [OWN_SPECS, EXTRA_SPECS, SCHEMA_OPTIONS, FORMAT_OPTIONS].concat())
+        OPTIONS.get_or_init(|| [OWN_SPECS, CONFIG_SPECS, entry_specs()].concat())
     }
     fn create(&self, o: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
         let opts = SourceOptions::read(o)?;
         let config = read_kafka_config(o)?;
-        let table = read_schema(o, NAME)?
-            .ok_or_else(|| o.error("schema", "is required: schema { fields { name = type } }"))?;
-        let (format, on_error) = read_format(o)?;
-        let start = read_start_mode(o)?;
-        let topics = if opts.pattern {
-            let re = regex::Regex::new(&format!("^(?:{})$", opts.topic))
-                .map_err(|e| o.error("topic", format!("is not a regular expression: {e}")))?;
-            Topics::Pattern(re)
-        } else {
-            let names: Vec<String> = opts
-                .topic
-                .split(',')
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
-                .collect();
-            if names.is_empty() {
-                return Err(o.error("topic", "names no topic"));
-            }
-            Topics::Names(names)
+        let entries = match opts.table_list {
+            Some(items) => read_table_list(o, items)?,
+            None => vec![read_entry(o, false)?],
         };
         o.finish(self.options())?;
         Ok(Box::new(KafkaSource {
@@ -164,15 +287,10 @@ impl SourceFactory for KafkaSourceFactory {
                 commit_on_checkpoint: opts.commit_on_checkpoint,
                 config,
             }),
-            topics,
-            start,
-            decoder: Decoder {
-                schema: table.schema.clone(),
-                format,
-                on_error,
-            },
-            table,
+            entries: Arc::new(entries),
             bounded: job.mode == JobMode::Batch,
+            discovery: (job.mode == JobMode::Streaming && opts.discovery_interval > 0)
+                .then(|| Duration::from_millis(opts.discovery_interval.unsigned_abs())),
         }))
     }
 }
@@ -227,11 +345,11 @@ impl Settings {
 #[derive(Debug)]
 struct KafkaSource {
     settings: Arc<Settings>,
-    topics: Topics,
-    start: StartMode,
-    table: TableSchema,
-    decoder: Decoder,
+    /// The tables read: one, or one per `table_list` block.
+    entries: Arc<Vec<Entry>>,
     bounded: bool,
+    /// `partition-discovery.interval-millis` in a STREAMING job.
+    discovery: Option<Duration>,
 }
 
 impl Source for KafkaSource {
@@ -243,7 +361,7 @@ impl Source for KafkaSource {
         }
     }
     fn tables(&self) -> Vec<TableSchema> {
-        vec![self.table.clone()]
+        self.entries.iter().map(|e| e.table.clone()).collect()
     }
     fn is_replayable(&self) -> bool {
         // A split's state is an offset: restoring it reads the same records again.
@@ -254,35 +372,52 @@ impl Source for KafkaSource {
         ctx: &EnumeratorContext,
         restored: Option<Value>,
     ) -> Result<Box<dyn SplitEnumerator>> {
-        let (listed, pending) = match restored {
+        let (listed, pending, known) = match restored {
             Some(v) => {
-                let pending = serde_json::from_value::<Vec<(usize, Split)>>(
-                    v.get("pending").cloned().unwrap_or(json!([])),
-                )
-                .map_err(|e| FerryError::internal(format!("Kafka enumerator state: {e}")))?;
-                (true, pending)
+                let pending = ferry_api::decode_state::<Vec<(usize, Split)>>(
+                    v.get("pending").unwrap_or(&json!([])),
+                    "the Kafka enumerator",
+                )?;
+                // Checkpoints written before discovery existed do not list the partitions.
+                let known = match v.get("known") {
+                    Some(k) => Some(ferry_api::decode_state::<BTreeSet<(String, i32)>>(
+                        k,
+                        "the Kafka enumerator",
+                    )?),
+                    None => None,
+                };
+                (true, pending, known)
             }
-            None => (false, Vec::new()),
+            None => (false, Vec::new(), Some(BTreeSet::new())),
         };
+        if self.discovery.is_some() && known.is_none() {
+            tracing::warn!(
+                "Kafka: the checkpoint does not list the partitions it reads (written by an earlier Ferry); partition discovery is off for this run"
+            );
+        }
         Ok(Box::new(Enumerator {
             settings: self.settings.clone(),
-            topics: self.topics.clone(),
-            start: self.start.clone(),
+            entries: self.entries.clone(),
             bounded: self.bounded,
             parallelism: ctx.parallelism.max(1),
             listed,
             pending,
+            discovery: self.discovery.filter(|_| known.is_some()),
+            known: known.unwrap_or_default(),
+            listed_at: Instant::now(),
+            consumer: None,
         }))
     }
     fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
         Ok(Box::new(Reader {
             settings: self.settings.clone(),
-            decoder: self.decoder.clone(),
-            table: self.table.name.clone(),
+            entries: self.entries.clone(),
             consumer: None,
+            carry: None,
             parts: BTreeMap::new(),
             no_more: false,
             pending_commits: Vec::new(),
+            high: BTreeMap::new(),
         }))
     }
 }
@@ -292,6 +427,12 @@ impl Source for KafkaSource {
 struct PartState {
     topic: String,
     partition: i32,
+    /// The `table_list` table the partition belongs to (absent without table_list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    table: Option<String>,
+    /// Its index in the job's entries, found from `table` when the split is added.
+    #[serde(skip)]
+    entry: usize,
     /// The offset of the next record to emit.
     next: i64,
     /// Bounded reads: the end offset (exclusive) the partition had when the job started.
@@ -308,158 +449,244 @@ impl PartState {
         self.end.is_some_and(|e| self.next >= e)
     }
     fn split(&self) -> Result<Split> {
-        Ok(Split {
-            id: format!("{}-{}", self.topic, self.partition),
-            state: serde_json::to_value(self)
-                .map_err(|e| FerryError::internal(format!("Kafka split state: {e}")))?,
-        })
+        Split::typed(format!("{}-{}", self.topic, self.partition), self)
     }
 }
 
 struct Enumerator {
     settings: Arc<Settings>,
-    topics: Topics,
-    start: StartMode,
+    entries: Arc<Vec<Entry>>,
     bounded: bool,
     parallelism: usize,
-    /// Whether the partitions were listed (a restored enumerator never lists again).
+    /// Whether the partitions were listed once (at the first start; a restored enumerator
+    /// has them in its readers' splits).
     listed: bool,
     pending: Vec<(usize, Split)>,
+    /// How often to list again for new partitions (STREAMING with discovery on).
+    discovery: Option<Duration>,
+    /// Every partition assigned so far (checkpointed, so discovery after a restore adds
+    /// only partitions that are new).
+    known: BTreeSet<(String, i32)>,
+    listed_at: Instant,
+    /// The consumer discovery lists with, kept between listings.
+    consumer: Option<BaseConsumer>,
 }
 
 impl Enumerator {
-    fn list(&self) -> Result<Vec<PartState>> {
+    /// Every partition of every table's topics not in `known`, at the offset its start
+    /// mode gives (`first`: the first listing) or at its earliest (found by discovery: the
+    /// partition or topic was created after the job started).
+    fn list(&mut self, first: bool) -> Result<Vec<PartState>> {
+        if self.consumer.is_none() {
+            self.consumer = Some(self.settings.consumer()?);
+        }
+        let Some(consumer) = &self.consumer else {
+            return Ok(Vec::new());
+        };
         let s = &self.settings;
-        let consumer = s.consumer()?;
         let metadata = consumer
             .fetch_metadata(None, REQUEST_TIMEOUT)
             .map_err(|e| external(&s.servers, "listing topics", e))?;
-        let mut parts: Vec<(String, i32)> = Vec::new();
-        let wanted = |name: &str| match &self.topics {
-            Topics::Names(n) => n.iter().any(|t| t == name),
-            Topics::Pattern(re) => re.is_match(name),
-        };
-        for t in metadata.topics() {
-            if wanted(t.name()) {
+        // A topic read by two tables would be assigned twice to one consumer and its
+        // records decoded for one of them only: refused.
+        let mut owner: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut out = Vec::new();
+        for (i, entry) in self.entries.iter().enumerate() {
+            let mut parts: Vec<(String, i32)> = Vec::new();
+            for t in metadata.topics() {
+                let wanted = match &entry.topics {
+                    Topics::Names(n) => n.iter().any(|n| n == t.name()),
+                    Topics::Pattern(re) => re.is_match(t.name()),
+                };
+                if !wanted {
+                    continue;
+                }
+                if let Some(j) = owner.insert(t.name(), i) {
+                    return Err(FerryError::config(format!(
+                        "{NAME}: topic '{}' is read by table_list[{j}] and table_list[{i}]; a topic may be read by one table only",
+                        t.name()
+                    )));
+                }
                 parts.extend(
                     t.partitions()
                         .iter()
                         .map(|p| (t.name().to_string(), p.id())),
                 );
             }
-        }
-        if let Topics::Names(names) = &self.topics {
-            for n in names {
-                if !parts.iter().any(|(t, _)| t == n) {
-                    return Err(FerryError::external(
-                        NAME,
-                        format!(
-                            "topic '{n}' does not exist (bootstrap.servers {})",
-                            s.servers
-                        ),
-                    ));
+            // (Checked at the first listing: a named topic that went away later is the
+            // readers' error, not discovery's.)
+            if let (true, Topics::Names(names)) = (first, &entry.topics) {
+                for n in names {
+                    if !parts.iter().any(|(t, _)| t == n) {
+                        return Err(FerryError::external(
+                            NAME,
+                            format!(
+                                "topic '{n}' does not exist (bootstrap.servers {})",
+                                s.servers
+                            ),
+                        ));
+                    }
                 }
             }
-        }
-        parts.sort();
-        let mut committed = BTreeMap::new();
-        if self.start == StartMode::GroupOffsets && !parts.is_empty() {
-            let mut tpl = TopicPartitionList::new();
-            for (t, p) in &parts {
-                tpl.add_partition(t, *p);
-            }
-            let c = consumer
-                .committed_offsets(tpl, REQUEST_TIMEOUT)
-                .map_err(|e| external(&s.servers, "reading the group's committed offsets", e))?;
-            for e in c.elements() {
-                if let Offset::Offset(o) = e.offset() {
-                    committed.insert((e.topic().to_string(), e.partition()), o);
-                }
-            }
-        }
-        let mut by_time = BTreeMap::new();
-        if let StartMode::Timestamp(ts) = self.start {
-            let mut tpl = TopicPartitionList::new();
-            for (t, p) in &parts {
-                tpl.add_partition_offset(t, *p, Offset::Offset(ts))
-                    .map_err(|e| FerryError::internal(format!("Kafka offsets: {e}")))?;
-            }
-            let found = consumer
-                .offsets_for_times(tpl, REQUEST_TIMEOUT)
-                .map_err(|e| external(&s.servers, "looking up offsets by timestamp", e))?;
-            for e in found.elements() {
-                if let Offset::Offset(o) = e.offset() {
-                    by_time.insert((e.topic().to_string(), e.partition()), o);
-                }
-            }
-        }
-        let mut out = Vec::with_capacity(parts.len());
-        for (topic, partition) in parts {
-            let (low, high) = consumer
-                .fetch_watermarks(&topic, partition, REQUEST_TIMEOUT)
-                .map_err(|e| {
-                    external(
-                        &s.servers,
-                        &format!("reading the offsets of {topic}-{partition}"),
-                        e,
-                    )
-                })?;
-            let key = (topic.clone(), partition);
-            let next = match &self.start {
-                StartMode::Earliest => low,
-                StartMode::Latest => high,
-                StartMode::GroupOffsets => committed.get(&key).copied().unwrap_or(low),
-                StartMode::Specific(m) => m.get(&key).copied().unwrap_or(low),
-                // No record at or after the timestamp: start at the end.
-                StartMode::Timestamp(_) => by_time.get(&key).copied().unwrap_or(high),
+            parts.retain(|k| !self.known.contains(k));
+            parts.sort();
+            let table = (self.entries.len() > 1).then(|| entry.table.name.to_string());
+            let start = if first {
+                &entry.start
+            } else {
+                &StartMode::Earliest
             };
-            out.push(PartState {
-                topic,
-                partition,
-                next: next.clamp(low, high.max(low)),
-                end: self.bounded.then_some(high),
-                from_timestamp: match self.start {
-                    StartMode::Timestamp(ts) => Some(ts),
-                    _ => None,
-                },
-            });
+            for mut p in starts(s, self.bounded, consumer, start, parts)? {
+                p.table.clone_from(&table);
+                p.entry = i;
+                out.push(p);
+            }
         }
         Ok(out)
     }
 }
 
+/// The partitions' states at the offsets `start` gives them.
+fn starts(
+    s: &Settings,
+    bounded: bool,
+    consumer: &BaseConsumer,
+    start: &StartMode,
+    parts: Vec<(String, i32)>,
+) -> Result<Vec<PartState>> {
+    let mut committed = BTreeMap::new();
+    if *start == StartMode::GroupOffsets && !parts.is_empty() {
+        let mut tpl = TopicPartitionList::new();
+        for (t, p) in &parts {
+            tpl.add_partition(t, *p);
+        }
+        let c = consumer
+            .committed_offsets(tpl, REQUEST_TIMEOUT)
+            .map_err(|e| external(&s.servers, "reading the group's committed offsets", e))?;
+        for e in c.elements() {
+            if let Offset::Offset(o) = e.offset() {
+                committed.insert((e.topic().to_string(), e.partition()), o);
+            }
+        }
+    }
+    let mut by_time = BTreeMap::new();
+    if let StartMode::Timestamp(ts) = start {
+        let mut tpl = TopicPartitionList::new();
+        for (t, p) in &parts {
+            tpl.add_partition_offset(t, *p, Offset::Offset(*ts))
+                .map_err(|e| FerryError::internal(format!("Kafka offsets: {e}")))?;
+        }
+        let found = consumer
+            .offsets_for_times(tpl, REQUEST_TIMEOUT)
+            .map_err(|e| external(&s.servers, "looking up offsets by timestamp", e))?;
+        for e in found.elements() {
+            if let Offset::Offset(o) = e.offset() {
+                by_time.insert((e.topic().to_string(), e.partition()), o);
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(parts.len());
+    for (topic, partition) in parts {
+        let (low, high) = consumer
+            .fetch_watermarks(&topic, partition, REQUEST_TIMEOUT)
+            .map_err(|e| {
+                external(
+                    &s.servers,
+                    &format!("reading the offsets of {topic}-{partition}"),
+                    e,
+                )
+            })?;
+        let key = (topic.clone(), partition);
+        let next = match start {
+            StartMode::Earliest => low,
+            StartMode::Latest => high,
+            StartMode::GroupOffsets => committed.get(&key).copied().unwrap_or(low),
+            StartMode::Specific(m) => m.get(&key).copied().unwrap_or(low),
+            // No record at or after the timestamp: start at the end.
+            StartMode::Timestamp(_) => by_time.get(&key).copied().unwrap_or(high),
+        };
+        out.push(PartState {
+            topic,
+            partition,
+            table: None,
+            entry: 0,
+            next: next.clamp(low, high.max(low)),
+            end: bounded.then_some(high),
+            from_timestamp: match start {
+                StartMode::Timestamp(ts) => Some(*ts),
+                _ => None,
+            },
+        });
+    }
+    Ok(out)
+}
+
 impl SplitEnumerator for Enumerator {
     fn discover(&mut self) -> Result<Vec<(usize, Split)>> {
-        if !self.listed {
-            let parts = self.list()?;
+        let due = self
+            .discovery
+            .is_some_and(|every| self.listed_at.elapsed() >= every);
+        if !self.listed || due {
+            let first = !self.listed;
+            let parts = self.list(first)?;
             self.listed = true;
-            for (i, p) in parts.iter().enumerate() {
-                self.pending.push((i % self.parallelism, p.split()?));
+            self.listed_at = Instant::now();
+            if !first && !parts.is_empty() {
+                tracing::info!(
+                    partitions = parts.len(),
+                    "Kafka: new partitions found; read from their earliest offset"
+                );
             }
+            for p in parts {
+                let reader = self.known.len() % self.parallelism;
+                self.known.insert((p.topic.clone(), p.partition));
+                self.pending.push((reader, p.split()?));
+            }
+        }
+        if self.discovery.is_none() {
+            // Not needed again: close the connection.
+            self.consumer = None;
         }
         Ok(std::mem::take(&mut self.pending))
     }
     fn is_exhausted(&self) -> bool {
-        self.listed && self.pending.is_empty()
+        self.listed && self.pending.is_empty() && self.discovery.is_none()
     }
     fn add_splits_back(&mut self, splits: Vec<Split>, reader: usize) {
         self.pending.extend(splits.into_iter().map(|s| (reader, s)));
     }
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
-        Ok(json!({ "pending": self.pending }))
+        Ok(json!({ "pending": self.pending, "known": self.known }))
     }
 }
 
 struct Reader {
     settings: Arc<Settings>,
-    decoder: Decoder,
-    table: Arc<str>,
+    entries: Arc<Vec<Entry>>,
     consumer: Option<BaseConsumer>,
+    /// A record polled while a batch of another table was being built: it starts the
+    /// next batch. Its partition's `next` still points at it, so a snapshot taken before
+    /// it is emitted reads it again on restore.
+    carry: Option<Carried>,
     parts: BTreeMap<(String, i32), PartState>,
     no_more: bool,
     /// (checkpoint, offsets it holds), committed to the group when it completes.
     pending_commits: Vec<(u64, Vec<PartState>)>,
+    /// Each partition's high watermark as last asked, and when: the consumer lag figure.
+    high: BTreeMap<(String, i32), (i64, Instant)>,
 }
+
+/// A record held over for the next batch (see [`Reader::carry`]).
+struct Carried {
+    key: (String, i32),
+    offset: i64,
+    body: Option<Vec<u8>>,
+}
+
+/// How old a partition's high watermark may get before it is asked again (one partition
+/// per poll, with a short timeout, so that a poll is never held up for long).
+const WATERMARK_EVERY: Duration = Duration::from_secs(5);
+const WATERMARK_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl Reader {
     /// Assigns the consumer every partition not read to its end, at its next offset.
@@ -481,6 +708,40 @@ impl Reader {
 
     fn all_done(&self) -> bool {
         self.parts.values().all(PartState::done)
+    }
+
+    /// Asks the broker for the high watermark of the partition whose figure is oldest,
+    /// when it is older than [`WATERMARK_EVERY`]. A failure only leaves the figure as it was.
+    fn refresh_one_watermark(&mut self) {
+        let Some(c) = &self.consumer else {
+            return;
+        };
+        let stale = self
+            .parts
+            .keys()
+            .filter(|k| {
+                self.high
+                    .get(*k)
+                    .is_none_or(|(_, at)| at.elapsed() >= WATERMARK_EVERY)
+            })
+            .min_by_key(|k| self.high.get(*k).map(|(_, at)| *at))
+            .cloned();
+        if let Some((topic, partition)) = stale {
+            match c.fetch_watermarks(&topic, partition, WATERMARK_TIMEOUT) {
+                Ok((_, high)) => {
+                    self.high.insert((topic, partition), (high, Instant::now()));
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, topic, partition, "Kafka: watermark not read");
+                    // Try the others first next time.
+                    let old = self
+                        .high
+                        .get(&(topic.clone(), partition))
+                        .map_or(-1, |h| h.0);
+                    self.high.insert((topic, partition), (old, Instant::now()));
+                }
+            }
+        }
     }
 
     /// Bounded reads: a partition whose position passed its end offset (transaction
@@ -511,10 +772,45 @@ impl Reader {
 }
 
 impl SourceReader for Reader {
+    /// `lag_messages`: records between each partition's next offset and its high watermark
+    /// (asked at most every 5 s), summed over the reader's partitions.
+    fn figures(&self) -> Vec<(&'static str, f64)> {
+        let lag: i64 = self
+            .parts
+            .iter()
+            .filter_map(|(k, p)| {
+                let (high, _) = self.high.get(k)?;
+                (*high >= 0).then(|| (high - p.next).max(0))
+            })
+            .sum();
+        if self.high.is_empty() {
+            return Vec::new();
+        }
+        vec![("lag_messages", lag as f64)]
+    }
+
     fn add_splits(&mut self, splits: Vec<Split>) -> Result<()> {
         for s in splits {
-            let p: PartState = serde_json::from_value(s.state.clone())
-                .map_err(|e| FerryError::internal(format!("Kafka split {} state: {e}", s.id)))?;
+            let mut p: PartState = s.read_state()?;
+            p.entry = match &p.table {
+                None if self.entries.len() == 1 => 0,
+                None => {
+                    return Err(FerryError::config(format!(
+                        "{NAME}: the checkpoint's split {}-{} was taken without table_list; it cannot be restored into a job with several tables",
+                        p.topic, p.partition
+                    )))
+                }
+                Some(t) => self
+                    .entries
+                    .iter()
+                    .position(|e| &*e.table.name == t)
+                    .ok_or_else(|| {
+                        FerryError::config(format!(
+                            "{NAME}: the checkpoint's split {}-{} belongs to table '{t}', which the job's table_list no longer has",
+                            p.topic, p.partition
+                        ))
+                    })?,
+            };
             self.parts.insert((p.topic.clone(), p.partition), p);
         }
         self.assign()
@@ -525,6 +821,7 @@ impl SourceReader for Reader {
     }
 
     fn poll_next(&mut self) -> Result<ReadStatus> {
+        self.refresh_one_watermark();
         if self.all_done() {
             return Ok(if self.no_more {
                 ReadStatus::Finished
@@ -539,6 +836,19 @@ impl SourceReader for Reader {
         let mut bodies: Vec<Vec<u8>> = Vec::new();
         let mut reassign = false;
         let mut tombstones = 0usize;
+        // The table of the batch being built (records of one table per batch).
+        let mut entry: Option<usize> = None;
+        if let Some(c) = self.carry.take() {
+            if let Some(p) = self.parts.get_mut(&c.key) {
+                p.next = c.offset + 1;
+                entry = Some(p.entry);
+                match c.body {
+                    Some(b) => bodies.push(b),
+                    None => tombstones += 1,
+                }
+                reassign |= p.done();
+            }
+        }
         while bodies.len() < MAX_BATCH {
             let wait = POLL_WAIT.saturating_sub(started.elapsed());
             let wait = if bodies.is_empty() {
@@ -562,9 +872,9 @@ impl SourceReader for Reader {
                         reassign = true;
                         continue;
                     }
-                    p.next = m.offset() + 1;
                     if let Some(from) = p.from_timestamp {
                         if m.timestamp().to_millis().is_some_and(|t| t < from) {
+                            p.next = m.offset() + 1;
                             if p.done() {
                                 reassign = true;
                             }
@@ -572,6 +882,16 @@ impl SourceReader for Reader {
                         }
                         p.from_timestamp = None;
                     }
+                    if entry.is_some_and(|e| e != p.entry) {
+                        self.carry = Some(Carried {
+                            key: (m.topic().to_string(), m.partition()),
+                            offset: m.offset(),
+                            body: m.payload().map(<[u8]>::to_vec),
+                        });
+                        break;
+                    }
+                    entry = Some(p.entry);
+                    p.next = m.offset() + 1;
                     match m.payload() {
                         Some(b) => bodies.push(b.to_vec()),
                         None => tombstones += 1,
@@ -595,30 +915,37 @@ impl SourceReader for Reader {
         if tombstones > 0 {
             tracing::debug!(tombstones, "Kafka: records without a value were left out");
         }
-        if bodies.is_empty() && self.parts.values().any(|p| p.end.is_some()) {
+        // (Not while a record is held: its partition's position is past it.)
+        if bodies.is_empty() && self.carry.is_none() && self.parts.values().any(|p| p.end.is_some())
+        {
             reassign |= self.advance_to_positions()?;
         }
         if reassign {
             self.assign()?;
         }
-        if bodies.is_empty() {
+        let Some(entry) = entry.filter(|_| !bodies.is_empty()) else {
+            if self.carry.is_some() {
+                return Ok(ReadStatus::Idle(Duration::ZERO));
+            }
             if self.all_done() && self.no_more {
                 return Ok(ReadStatus::Finished);
             }
             return Ok(ReadStatus::Idle(Duration::from_millis(20)));
-        }
+        };
+        let Entry { decoder, table, .. } = &self.entries[entry];
         let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
-        let decoded = self.decoder.decode(NAME, &refs)?;
+        let decoded = decoder.decode(NAME, &refs)?;
         if decoded.skipped > 0 {
             tracing::warn!(
                 skipped = decoded.skipped,
                 "Kafka: records that do not decode were left out"
             );
         }
-        Ok(ReadStatus::Batch(ChangeBatch::inserts(
-            self.table.clone(),
-            decoded.batch,
-        )))
+        let table = table.name.clone();
+        Ok(ReadStatus::Batch(match decoded.kinds {
+            Some(kinds) => ChangeBatch::with_kinds(table, decoded.batch, kinds),
+            None => ChangeBatch::inserts(table, decoded.batch),
+        }))
     }
 
     fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<Split>> {
@@ -656,6 +983,7 @@ impl SourceReader for Reader {
     }
 
     fn close(&mut self) -> Result<()> {
+        self.carry = None;
         self.consumer = None;
         Ok(())
     }

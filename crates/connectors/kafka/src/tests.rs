@@ -35,11 +35,16 @@ fn topic(test: &str, partitions: i32) -> String {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let name = format!("ferry-test-{test}-{}-{nanos}", std::process::id());
+    create_topic(&name, partitions);
+    name
+}
+
+fn create_topic(name: &str, partitions: i32) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", SERVERS)
         .create()
         .unwrap();
-    let new = NewTopic::new(&name, partitions, TopicReplication::Fixed(1));
+    let new = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
     let done = ferry_api::io::handle()
         .unwrap()
         .block_on(admin.create_topics([&new], &AdminOptions::new()))
@@ -47,7 +52,40 @@ fn topic(test: &str, partitions: i32) -> String {
     for r in done {
         r.unwrap();
     }
-    name
+}
+
+/// Every message of `topic` (all partitions, to the end offsets): (partition, body).
+fn messages(topic: &str, partitions: i32) -> Vec<(i32, String)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", SERVERS)
+        .set("group.id", "ferry-test-messages")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    let mut left = 0;
+    for p in 0..partitions {
+        let (_, high) = c
+            .fetch_watermarks(topic, p, Duration::from_secs(10))
+            .unwrap();
+        left += high;
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let start = std::time::Instant::now();
+    while left > 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "{out:?}");
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            let body = String::from_utf8_lossy(m.payload().unwrap_or_default()).to_string();
+            out.push((m.partition(), body));
+            left -= 1;
+        }
+    }
+    out
 }
 
 /// Produces rows `ids` as JSON `{id, name}` (or `body`), row `id` to partition `id %
@@ -229,6 +267,62 @@ fn streaming_follows_new_records() {
     d.run_until(25).unwrap();
     assert!(!d.is_finished());
     assert_eq!(ids_of(d.output()), (0..25).collect::<Vec<_>>());
+    // Caught up: the consumer lag figure comes down to 0 on both readers (watermarks are
+    // asked one partition per poll).
+    let start = std::time::Instant::now();
+    loop {
+        d.step().unwrap();
+        let lags: Vec<f64> = (0..2)
+            .filter_map(|r| d.figures(r).into_iter().find(|(n, _)| *n == "lag_messages"))
+            .map(|(_, v)| v)
+            .collect();
+        if lags.len() == 2 && lags.iter().all(|l| *l == 0.0) {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "lag {lags:?}"
+        );
+    }
+    d.close().unwrap();
+}
+
+/// `partition-discovery.interval-millis`: a topic matching the pattern created while the
+/// job runs is read from its start; after a restore only topics new since are added.
+#[test]
+fn discovery_reads_topics_created_while_the_job_runs_and_after_a_restore() {
+    let first = topic("discover", 1);
+    produce(&first, 1, 0..10, None);
+    let s = source(
+        &format!("{first}.*"),
+        JobMode::Streaming,
+        json!({"pattern": true, "start_mode": "latest", "partition-discovery.interval-millis": 200}),
+    )
+    .unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 2, job(JobMode::Streaming)).unwrap();
+    for _ in 0..20 {
+        d.step().unwrap();
+    }
+    // start_mode = latest applies to what the job found at its start only.
+    produce(&first, 1, 10..12, None);
+    d.run_until(2).unwrap();
+    create_topic(&format!("{first}-b"), 2);
+    produce(&format!("{first}-b"), 2, 12..30, None);
+    d.run_until(20).unwrap();
+    assert!(!d.is_finished());
+    assert_eq!(ids_of(d.output()), (10..30).collect::<Vec<_>>());
+    let snap = d.snapshot().unwrap();
+    drop(d);
+    create_topic(&format!("{first}-c"), 1);
+    produce(&format!("{first}-c"), 1, 30..40, None);
+    let mut d = SourceDriver::restore(s.as_ref(), 2, job(JobMode::Streaming), &snap).unwrap();
+    d.run_until(10).unwrap();
+    // Let discovery run a few more times: nothing already known comes again.
+    let until = std::time::Instant::now() + Duration::from_millis(800);
+    while std::time::Instant::now() < until {
+        d.step().unwrap();
+    }
+    assert_eq!(ids_of(d.output()), (30..40).collect::<Vec<_>>());
     d.close().unwrap();
 }
 
@@ -274,6 +368,83 @@ fn unknown_topic_and_options_are_errors() {
     assert!(read_all(s.as_ref(), 1, job(JobMode::Batch)).is_err());
     let e = source("t", JobMode::Batch, json!({"start_mod": "earliest"})).unwrap_err();
     assert!(e.to_string().contains("start_mod"), "{e}");
+}
+
+/// Two topics through `table_list` into one reader: a pattern in JSON and a name in text,
+/// records interleaved (so batches switch table), each row under its table's name.
+#[test]
+fn table_list_reads_each_topic_as_its_own_table_and_restores_exactly() {
+    let json_topic = topic("list-json", 2);
+    let text_topic = topic("list-text", 1);
+    produce(&json_topic, 2, 0..120, None);
+    let texts: Vec<String> = (1000..1080).map(|i| format!("{i}|text {i}")).collect();
+    produce_raw(
+        &text_topic,
+        &texts.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let pattern = format!("{}.*", &json_topic[..json_topic.len() - 3]);
+    let list = |extra: Value| {
+        let mut o = json!({
+            "bootstrap.servers": SERVERS,
+            "start_mode": "earliest",
+            "table_list": [
+                {"topic": pattern, "pattern": "true",
+                 "schema": {"fields": {"id": "bigint", "name": "string"}}},
+                {"topic": text_topic, "format": "text", "field_delimiter": "|",
+                 "schema": {"table": "db.texts", "fields": {"id": "bigint", "line": "string"}}},
+            ],
+        });
+        if let (Value::Object(o), Value::Object(e)) = (&mut o, extra) {
+            o.extend(e);
+        }
+        KafkaSourceFactory.create(&mut Options::from_json(NAME, o), &job(JobMode::Batch))
+    };
+    let s = list(json!({})).unwrap();
+    let names: Vec<String> = s.tables().iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(names, [pattern.clone(), "db.texts".to_string()]);
+    let whole = check_source_restore(s.as_ref(), 1, job(JobMode::Batch), 90).unwrap();
+    let mut want: Vec<String> = rows(&[batch(&(0..120).collect::<Vec<_>>())])
+        .into_iter()
+        .map(|r| r.replacen("default", &pattern, 1))
+        .collect();
+    want.extend((1000..1080).map(|i| format!(r#"db.texts +I {{"id":{i},"line":"text {i}"}}"#)));
+    want.sort();
+    assert_eq!(rows(&whole), want);
+    check_source_replay(s.as_ref(), 2, job(JobMode::Batch), 70).unwrap();
+
+    // One topic for two tables: which would decode its records is ambiguous.
+    let s = KafkaSourceFactory
+        .create(
+            &mut Options::from_json(
+                NAME,
+                json!({"bootstrap.servers": SERVERS, "start_mode": "earliest", "table_list": [
+                    {"topic": pattern, "pattern": true, "schema": {"fields": {"id": "bigint"}}},
+                    {"topic": json_topic, "schema": {"table": "b", "fields": {"id": "bigint"}}},
+                ]}),
+            ),
+            &job(JobMode::Batch),
+        )
+        .unwrap();
+    let e = read_all(s.as_ref(), 1, job(JobMode::Batch)).unwrap_err();
+    assert!(
+        e.to_string().contains("table_list[0] and table_list[1]"),
+        "{e}"
+    );
+    // An entry's own mistakes name the entry; two entries on one table name are refused.
+    let e = list(json!({"table_list": [{"topic": "a", "schema": {"fields": {"id": "bigint"}}, "formt": "json"}]}))
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("table_list[0]") && e.to_string().contains("formt"),
+        "{e}"
+    );
+    let e = list(json!({"table_list": [
+        {"topic": "a", "schema": {"table": "t", "fields": {"id": "bigint"}}},
+        {"topic": "b", "schema": {"table": "t", "fields": {"id": "bigint"}}},
+    ]}))
+    .unwrap_err();
+    assert!(e.to_string().contains("table_list[1]"), "{e}");
+    let e = list(json!({"table_list": []})).unwrap_err();
+    assert!(e.to_string().contains("table_list"), "{e}");
 }
 
 fn table() -> TableSchema {
@@ -416,6 +587,73 @@ fn sink_partition_and_text_format() {
     assert_eq!(high, 2);
     let e = sink(&t, json!({"partition_key_fields": ["nope"]})).unwrap_err();
     assert!(e.to_string().contains("nope"), "{e}");
+}
+
+#[test]
+fn sink_topic_from_a_column_and_assign_partitions() {
+    let base = topic("sink-field", 1);
+    for id in [1, 2] {
+        create_topic(&format!("{base}-{id}"), 1);
+    }
+    let ctx = WriterContext {
+        subtask: 0,
+        parallelism: 1,
+        job: job(JobMode::Batch),
+        attempt: "a".into(),
+    };
+    let s = sink(&format!("{base}-${{id}}"), json!({})).unwrap();
+    let mut w = s.create_writer(&ctx, None).unwrap();
+    w.write(&batch(&[1, 2, 1])).unwrap();
+    w.prepare_commit(1).unwrap();
+    w.close().unwrap();
+    assert_eq!(ids_of(&read_topic(&format!("{base}-1")).unwrap()), [1, 1]);
+    assert_eq!(ids_of(&read_topic(&format!("{base}-2")).unwrap()), [2]);
+    let e = sink("x-${nope}", json!({})).unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+
+    // "row 1" is in the bodies of ids 1 and 10..19: partition 0; the rest by their hash
+    // over partitions 1 to 3 (over two partitions these bodies would all fall on one: the
+    // hash's parity is that of the sum of the characters, where each id's digits come
+    // twice).
+    let t = topic("sink-assign", 4);
+    let s = sink(&t, json!({"assign_partitions": ["\"row 1"]})).unwrap();
+    let mut w = s.create_writer(&ctx, None).unwrap();
+    w.write(&batch(&(0..40).collect::<Vec<_>>())).unwrap();
+    w.prepare_commit(1).unwrap();
+    w.close().unwrap();
+    let got = messages(&t, 4);
+    assert_eq!(got.len(), 40);
+    let assign = vec!["\"row 1".to_string()];
+    let mut first = 0;
+    for (p, body) in &got {
+        assert_eq!(
+            *p,
+            crate::sink::content_partition(&assign, body.as_bytes(), 4),
+            "{body}"
+        );
+        first += usize::from(*p == 0);
+    }
+    assert_eq!(first, 11);
+    assert!((1..4).all(|q| got.iter().any(|(p, _)| *p == q)), "{got:?}");
+    // Too few partitions for the texts and the rest.
+    let small = topic("sink-assign-small", 1);
+    let s = sink(&small, json!({"assign_partitions": ["a"]})).unwrap();
+    let mut w = s.create_writer(&ctx, None).unwrap();
+    let e = w.write(&batch(&[1])).unwrap_err();
+    assert!(e.to_string().contains("assign_partitions"), "{e}");
+}
+
+#[test]
+fn java_string_hash_codes() {
+    // Values of Java's "…".hashCode().
+    assert_eq!(crate::sink::java_hash(""), 0);
+    assert_eq!(crate::sink::java_hash("hello"), 99162322);
+    assert_eq!(crate::sink::java_hash("Aa"), crate::sink::java_hash("BB"));
+    assert_eq!(crate::sink::java_hash("\u{1F600}"), 1772899);
+    assert_eq!(
+        crate::sink::java_hash("The quick brown fox jumps over the lazy dog"),
+        -609428141
+    );
 }
 
 #[test]

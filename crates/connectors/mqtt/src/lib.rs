@@ -24,8 +24,9 @@ mod tests;
 use std::fmt;
 use std::time::Duration;
 
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::Options;
 use ferry_api::{FerryError, Result};
+use ferry_formats::Secret;
 use rumqttc::v5::MqttOptions;
 
 pub use sink::MqttSinkFactory;
@@ -34,41 +35,21 @@ pub use source::MqttSourceFactory;
 /// The plugin's name in job files and errors.
 pub(crate) const NAME: &str = "Mqtt";
 
-/// Options both the source and the sink accept.
-pub(crate) const CONNECTION_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required("host", OptionKind::String, "The broker's host."),
-    OptionSpec::optional("port", OptionKind::Int, Some("1883"), "The broker's port."),
-    OptionSpec::required(
-        "topic",
-        OptionKind::String,
-        "The topic to subscribe to (wildcards allowed) or publish to.",
-    ),
-    OptionSpec::optional("username", OptionKind::String, None, "The user name."),
-    OptionSpec::optional(
-        "password",
-        OptionKind::String,
-        None,
-        "The password (never shown in logs or errors).",
-    ),
-    OptionSpec::optional(
-        "keep_alive",
-        OptionKind::Int,
-        Some("30"),
-        "Seconds between keep-alive pings.",
-    ),
-];
-
-/// A password, kept out of `Debug` output (plans and errors print plugins' configs).
-#[derive(Clone, Default)]
-pub(crate) struct Secret(pub Option<String>);
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "<redacted>"
-        } else {
-            "None"
-        })
+ferry_api::declare_options! {
+    /// Options both the source and the sink accept.
+    pub(crate) struct ConnectionOptions => CONNECTION_OPTIONS {
+        /// The broker's host.
+        host: String = "host", required;
+        /// The broker's port.
+        port: u64 = "port", default 1883;
+        /// The topic to subscribe to (wildcards allowed) or publish to.
+        topic: String = "topic", required;
+        /// The user name.
+        username: String = "username", optional;
+        /// The password (never shown in logs or errors).
+        password: Secret = "password", optional;
+        /// Seconds between keep-alive pings.
+        keep_alive: u64 = "keep_alive", default 30;
     }
 }
 
@@ -79,28 +60,28 @@ pub(crate) struct Broker {
     pub port: u16,
     pub topic: String,
     pub username: Option<String>,
-    pub password: Secret,
+    pub password: Option<Secret>,
     pub keep_alive: Duration,
 }
 
 impl Broker {
     /// Reads the connection options.
     pub fn read(o: &mut Options) -> Result<Broker> {
-        let port = match o.u64("port")?.unwrap_or(1883) {
+        let c = ConnectionOptions::read(o)?;
+        let port = match c.port {
             p @ 1..=65535 => p as u16,
             p => return Err(o.error("port", format!("{p} is not a port"))),
         };
-        let topic = o.required_string("topic")?;
-        if topic.is_empty() {
+        if c.topic.is_empty() {
             return Err(o.error("topic", "must not be empty"));
         }
         Ok(Broker {
-            host: o.required_string("host")?,
+            host: c.host,
             port,
-            topic,
-            username: o.string("username")?,
-            password: Secret(o.string("password")?),
-            keep_alive: Duration::from_secs(o.u64("keep_alive")?.unwrap_or(30).max(5)),
+            topic: c.topic,
+            username: c.username,
+            password: c.password,
+            keep_alive: Duration::from_secs(c.keep_alive.max(5)),
         })
     }
 
@@ -119,7 +100,7 @@ impl Broker {
         let mut o = MqttOptions::new(client_id, self.host.clone(), self.port);
         o.set_keep_alive(self.keep_alive);
         if let Some(u) = &self.username {
-            o.set_credentials(u.clone(), self.password.0.clone().unwrap_or_default());
+            o.set_credentials(u.clone(), self.password.clone().unwrap_or_default().0);
         }
         o
     }

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::{OptionSpec, Options};
 use ferry_api::{
     ChangeBatch, FerryError, JobContext, Result, Sink, SinkDelivery, SinkFactory, SinkWriter,
     TableSchema, WriterContext,
 };
-use ferry_formats::{Encoder, Format};
+use ferry_formats::{read_sink_format, Encoder, Format, SINK_FORMAT_OPTIONS};
 use rumqttc::v5::mqttbytes::v5::Packet;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event};
@@ -17,32 +17,15 @@ use tokio::sync::watch;
 
 use crate::{Broker, CONNECTION_OPTIONS, NAME};
 
-const SINK_ONLY: &[OptionSpec] = &[
-    OptionSpec::optional(
-        "client_id",
-        OptionKind::String,
-        None,
-        "Client id prefix; each writer adds its index (default: ferry-<job id>).",
-    ),
-    OptionSpec::optional(
-        "retain",
-        OptionKind::Bool,
-        Some("false"),
-        "Publish with the retain flag.",
-    ),
-    OptionSpec::optional(
-        "format",
-        OptionKind::Enum(&["json", "text"]),
-        Some("json"),
-        "How a row becomes a message.",
-    ),
-    OptionSpec::optional(
-        "field_delimiter",
-        OptionKind::String,
-        Some(","),
-        "Delimiter between values with format = text.",
-    ),
-];
+ferry_api::declare_options! {
+    /// The sink's own options (with [`SINK_FORMAT_OPTIONS`]).
+    struct SinkOptions => SINK_ONLY {
+        /// Client id prefix; each writer adds its index (default: ferry-<job id>).
+        client_id: String = "client_id", optional;
+        /// Publish with the retain flag.
+        retain: bool = "retain", default false;
+    }
+}
 
 /// How long the broker may take to acknowledge what a checkpoint holds.
 const ACK_TIMEOUT: Duration = Duration::from_secs(60);
@@ -58,8 +41,7 @@ impl SinkFactory for MqttSinkFactory {
         "Publishes rows to an MQTT topic with QoS 1 (at-least-once)"
     }
     fn options(&self) -> &'static [OptionSpec] {
-        static OPTIONS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
-        OPTIONS.get_or_init(|| [CONNECTION_OPTIONS, SINK_ONLY].concat())
+        ferry_api::concat_specs!(CONNECTION_OPTIONS, SINK_ONLY, SINK_FORMAT_OPTIONS)
     }
     fn create(
         &self,
@@ -71,19 +53,12 @@ impl SinkFactory for MqttSinkFactory {
         if broker.topic.contains(['+', '#']) {
             return Err(o.error("topic", "a sink publishes to one topic: no wildcards"));
         }
-        let client_id = o
-            .string("client_id")?
+        let own = SinkOptions::read(o)?;
+        let client_id = own
+            .client_id
             .unwrap_or_else(|| format!("ferry-{}", job.job_id));
-        let retain = o.bool("retain")?.unwrap_or(false);
-        let format = match o.enum_value("format", &["json", "text"])? {
-            Some("text") => Format::Text {
-                delimiter: o.string("field_delimiter")?.unwrap_or_else(|| ",".into()),
-            },
-            _ => {
-                o.string("field_delimiter")?;
-                Format::Json
-            }
-        };
+        let retain = own.retain;
+        let format = read_sink_format(o)?;
         o.finish(self.options())?;
         Ok(Arc::new(MqttSink {
             broker,
@@ -188,7 +163,8 @@ impl SinkWriter for Writer {
     fn write(&mut self, batch: &ChangeBatch) -> Result<()> {
         let bodies: Vec<Vec<u8>> = (0..batch.num_rows())
             .map(|i| self.encoder.encode(&batch.data, i))
-            .collect();
+            .collect::<std::result::Result<_, String>>()
+            .map_err(|e| FerryError::data(NAME, e))?;
         let n = bodies.len() as u64;
         let client = self.client.clone();
         let (topic, retain, broker) = (self.broker.topic.clone(), self.retain, self.broker.clone());

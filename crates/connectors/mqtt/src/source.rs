@@ -3,13 +3,15 @@
 use std::time::Duration;
 
 use ferry_api::io::{Fetched, Fetcher, Readiness};
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::{OptionSpec, Options};
 use ferry_api::{
     Boundedness, ChangeBatch, EnumeratorContext, FerryError, JobContext, JobMode, ReadStatus,
     ReaderContext, Result, Source, SourceFactory, SourceReader, Split, SplitEnumerator,
     TableSchema,
 };
-use ferry_formats::{read_format, read_schema, Decoder, FORMAT_OPTIONS, SCHEMA_OPTIONS};
+use ferry_formats::{
+    read_format, require_schema, Decoder, OneSplit, FORMAT_OPTIONS, MESSAGE_SCHEMA, SCHEMA_OPTIONS,
+};
 use rumqttc::v5::mqttbytes::v5::{Packet, Publish};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event};
@@ -17,11 +19,15 @@ use serde_json::{json, Value};
 
 use crate::{Broker, CONNECTION_OPTIONS, NAME};
 
-const SOURCE_ONLY: &[OptionSpec] = &[
-    OptionSpec::required("client_id", OptionKind::String, "The client id of the persistent session: the broker keeps the subscription and the unacknowledged and queued messages under it."),
-    OptionSpec::optional("session_expiry_interval", OptionKind::Int, Some("86400"), "Seconds the broker keeps the session while the job is down."),
-    OptionSpec::required("schema", OptionKind::Object, "schema { fields { name = type } }: the columns of the messages."),
-];
+ferry_api::declare_options! {
+    /// The source's own options.
+    struct SourceOptions => SOURCE_ONLY {
+        /// The client id of the persistent session: the broker keeps the subscription and the unacknowledged and queued messages under it.
+        client_id: String = "client_id", required;
+        /// Seconds the broker keeps the session while the job is down.
+        session_expiry_interval: u64 = "session_expiry_interval", default 86400;
+    }
+}
 
 /// The `Mqtt` source.
 pub struct MqttSourceFactory;
@@ -34,16 +40,13 @@ impl SourceFactory for MqttSourceFactory {
         "Reads rows from an MQTT topic (QoS 1, persistent session, at-least-once)"
     }
     fn options(&self) -> &'static [OptionSpec] {
-        static OPTIONS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
-        OPTIONS.get_or_init(|| {
-            [
-                CONNECTION_OPTIONS,
-                SOURCE_ONLY,
-                SCHEMA_OPTIONS,
-                FORMAT_OPTIONS,
-            ]
-            .concat()
-        })
+        ferry_api::concat_specs!(
+            CONNECTION_OPTIONS,
+            SOURCE_ONLY,
+            MESSAGE_SCHEMA,
+            SCHEMA_OPTIONS,
+            FORMAT_OPTIONS,
+        )
     }
     fn create(&self, o: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
         if job.mode == JobMode::Batch {
@@ -53,12 +56,13 @@ impl SourceFactory for MqttSourceFactory {
             )));
         }
         let broker = Broker::read(o)?;
-        let client_id = o.required_string("client_id")?;
-        let expiry = o.u64("session_expiry_interval")?.unwrap_or(86_400);
+        let SourceOptions {
+            client_id,
+            session_expiry_interval: expiry,
+        } = SourceOptions::read(o)?;
         let expiry = u32::try_from(expiry)
             .map_err(|_| o.error("session_expiry_interval", "is too large"))?;
-        let table = read_schema(o, NAME)?
-            .ok_or_else(|| o.error("schema", "is required: schema { fields { name = type } }"))?;
+        let table = require_schema(o, NAME)?;
         let (format, on_error) = read_format(o)?;
         o.finish(self.options())?;
         Ok(Box::new(MqttSource {
@@ -110,8 +114,11 @@ impl Source for MqttSource {
         restored: Option<Value>,
     ) -> Result<Box<dyn SplitEnumerator>> {
         // One session (one client id) can have one connection: reader 0 holds it.
-        let pending = restored.and_then(|v| v.as_bool()) != Some(true);
-        Ok(Box::new(Enumerator { pending }))
+        let split = Split {
+            id: "session".into(),
+            state: json!({}),
+        };
+        Ok(Box::new(OneSplit::new(split, restored)))
     }
     fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
         Ok(Box::new(Reader {
@@ -128,34 +135,6 @@ impl Source for MqttSource {
             unacked: Vec::new(),
             pending: Vec::new(),
         }))
-    }
-}
-
-struct Enumerator {
-    pending: bool,
-}
-
-impl SplitEnumerator for Enumerator {
-    fn discover(&mut self) -> Result<Vec<(usize, Split)>> {
-        if !std::mem::take(&mut self.pending) {
-            return Ok(Vec::new());
-        }
-        Ok(vec![(
-            0,
-            Split {
-                id: "session".into(),
-                state: json!({}),
-            },
-        )])
-    }
-    fn is_exhausted(&self) -> bool {
-        !self.pending
-    }
-    fn add_splits_back(&mut self, _splits: Vec<Split>, _reader: usize) {
-        self.pending = true;
-    }
-    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
-        Ok(json!(!self.pending))
     }
 }
 
@@ -253,18 +232,13 @@ impl SourceReader for Reader {
             return Ok(ReadStatus::Idle(Duration::from_secs(5)));
         }
         let bodies: Vec<&[u8]> = got.iter().map(|p| p.payload.as_ref()).collect();
-        let decoded = self.decoder.decode(NAME, &bodies)?;
-        if decoded.skipped > 0 {
-            tracing::warn!(
-                skipped = decoded.skipped,
-                topic = %self.broker.topic,
-                "Mqtt: messages that do not decode were left out"
-            );
-        }
+        let batch = self
+            .decoder
+            .decode_logged(NAME, &self.broker.topic, &bodies)?;
         self.unacked.extend(got);
         Ok(ReadStatus::Batch(ChangeBatch::inserts(
             self.table.clone(),
-            decoded.batch,
+            batch,
         )))
     }
 

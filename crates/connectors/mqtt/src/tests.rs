@@ -2,7 +2,7 @@
 //! client ids of its own.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
@@ -10,7 +10,7 @@ use ferry_api::{
     ChangeBatch, JobMode, Options, Result, Sink, SinkDelivery, SinkFactory, Source, SourceFactory,
     TableSchema,
 };
-use ferry_connector_testkit::{check_sink, job, rows, SourceDriver};
+use ferry_connector_testkit::{block_on, check_sink, ids, job, rows, unique_name, SourceDriver};
 use rumqttc::v5::mqttbytes::v5::Packet;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
@@ -18,22 +18,10 @@ use serde_json::{json, Value};
 
 use super::*;
 
-fn unique(test: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("ferry-test-{test}-{}-{nanos}", std::process::id())
-}
-
-fn block<T>(f: impl std::future::Future<Output = T>) -> T {
-    ferry_api::io::handle().unwrap().block_on(f)
-}
-
 /// Connects as `client_id` with a persistent session, subscribes to `topic` and leaves:
 /// the broker queues the topic's messages for the session from now on.
 fn create_session(client_id: &str, topic: &str) {
-    block(async {
+    block_on(async {
         let mut o = MqttOptions::new(client_id, "127.0.0.1", 1883);
         o.set_clean_start(false)
             .set_session_expiry_interval(Some(600));
@@ -64,8 +52,8 @@ async fn disconnect(c: &AsyncClient, ev: &mut rumqttc::v5::EventLoop) {
 
 /// Publishes rows `ids` with QoS 1 and waits for the broker's acknowledgements.
 fn publish(topic: &str, ids: std::ops::Range<i64>) {
-    block(async {
-        let o = MqttOptions::new(unique("pub"), "127.0.0.1", 1883);
+    block_on(async {
+        let o = MqttOptions::new(unique_name("pub"), "127.0.0.1", 1883);
         let (c, mut ev) = AsyncClient::new(o, 1024);
         let n = ids.end - ids.start;
         for id in ids {
@@ -98,20 +86,9 @@ fn source(topic: &str, client_id: &str) -> Result<Box<dyn Source>> {
     )
 }
 
-fn ids(batches: &[ChangeBatch]) -> Vec<i64> {
-    let mut out: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| {
-            b.data
-                .column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect();
-    out.sort();
+/// The ids read, each once.
+fn distinct_ids(batches: &[ChangeBatch]) -> Vec<i64> {
+    let mut out = ids(batches);
     out.dedup();
     out
 }
@@ -126,8 +103,8 @@ fn run_for(d: &mut SourceDriver, time: Duration) {
 
 #[test]
 fn unacknowledged_messages_come_again_after_a_crash_and_acknowledged_ones_do_not() {
-    let topic = unique("src");
-    let client = unique("session");
+    let topic = unique_name("src");
+    let client = unique_name("session");
     create_session(&client, &topic);
     publish(&topic, 0..20);
     let src = source(&topic, &client).unwrap();
@@ -138,7 +115,7 @@ fn unacknowledged_messages_come_again_after_a_crash_and_acknowledged_ones_do_not
     d.complete(cp1.checkpoint_id).unwrap();
     publish(&topic, 20..30);
     d.run_until(30).unwrap();
-    assert_eq!(ids(d.output()), (0..30).collect::<Vec<_>>());
+    assert_eq!(distinct_ids(d.output()), (0..30).collect::<Vec<_>>());
     let cp2 = d.snapshot().unwrap();
     // Give the acknowledgements of checkpoint 1 time to leave, then crash before
     // checkpoint 2 completes.
@@ -148,7 +125,7 @@ fn unacknowledged_messages_come_again_after_a_crash_and_acknowledged_ones_do_not
     let mut d = SourceDriver::restore(&*src, 1, job(JobMode::Streaming), &cp2).unwrap();
     d.run_until(10).unwrap();
     run_for(&mut d, Duration::from_millis(300));
-    assert_eq!(ids(d.output()), (20..30).collect::<Vec<_>>());
+    assert_eq!(distinct_ids(d.output()), (20..30).collect::<Vec<_>>());
     let cp3 = d.snapshot().unwrap();
     d.complete(cp3.checkpoint_id).unwrap();
     run_for(&mut d, Duration::from_millis(300));
@@ -182,7 +159,7 @@ fn a_batch_job_is_refused_with_a_reason() {
 
 #[test]
 fn the_sink_loses_no_row_through_crashes() {
-    let topic = unique("sink");
+    let topic = unique_name("sink");
     let schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, true),
         Field::new("name", DataType::Utf8, true),
@@ -205,7 +182,10 @@ fn the_sink_loses_no_row_through_crashes() {
         .collect();
     // A subscriber that collects everything published on the topic.
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let (c, mut ev) = AsyncClient::new(MqttOptions::new(unique("sub"), "127.0.0.1", 1883), 1024);
+    let (c, mut ev) = AsyncClient::new(
+        MqttOptions::new(unique_name("sub"), "127.0.0.1", 1883),
+        1024,
+    );
     let (seen2, topic2) = (seen.clone(), topic.clone());
     let (subscribed_tx, subscribed) = std::sync::mpsc::channel();
     let task = ferry_api::io::runtime().unwrap().spawn(async move {
@@ -273,4 +253,11 @@ fn the_sink_loses_no_row_through_crashes() {
     got.dedup();
     assert_eq!(got, rows(&batches));
     task.abort();
+}
+
+#[test]
+fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
+    use ferry_api::{SinkFactory as _, SourceFactory as _};
+    ferry_api::declare::check_specs(crate::MqttSourceFactory.options(), &[]).unwrap();
+    ferry_api::declare::check_specs(crate::MqttSinkFactory.options(), &[]).unwrap();
 }

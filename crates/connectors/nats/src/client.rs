@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_api::{FerryError, Result};
+use ferry_formats::Secret;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -77,10 +78,10 @@ impl Client {
         if let Some(u) = &server.username {
             connect["user"] = json!(u);
         }
-        if let Some(p) = &server.password.0 {
+        if let Some(Secret(p)) = &server.password {
             connect["pass"] = json!(p);
         }
-        if let Some(t) = &server.token.0 {
+        if let Some(Secret(t)) = &server.token {
             connect["auth_token"] = json!(t);
         }
         let sub = format!("SUB {}* 1\r\n", c.inbox);

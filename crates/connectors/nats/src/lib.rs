@@ -30,8 +30,9 @@ mod tests;
 
 use std::fmt;
 
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::Options;
 use ferry_api::{FerryError, Result};
+use ferry_formats::Secret;
 
 pub use sink::NatsSinkFactory;
 pub use source::NatsSourceFactory;
@@ -39,44 +40,17 @@ pub use source::NatsSourceFactory;
 /// The plugin's name in job files and errors.
 pub(crate) const NAME: &str = "Nats";
 
-/// Options both the source and the sink accept.
-pub(crate) const CONNECTION_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required(
-        "servers",
-        OptionKind::String,
-        "The server, nats://host:port (the first of a comma-separated list is used).",
-    ),
-    OptionSpec::optional(
-        "username",
-        OptionKind::String,
-        None,
-        "The user name, with password.",
-    ),
-    OptionSpec::optional(
-        "password",
-        OptionKind::String,
-        None,
-        "The password (never shown in logs or errors).",
-    ),
-    OptionSpec::optional(
-        "token",
-        OptionKind::String,
-        None,
-        "An authentication token (never shown in logs or errors).",
-    ),
-];
-
-/// A secret, kept out of `Debug` output (plans and errors print plugins' configs).
-#[derive(Clone, Default)]
-pub(crate) struct Secret(pub Option<String>);
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "<redacted>"
-        } else {
-            "None"
-        })
+ferry_api::declare_options! {
+    /// Options both the source and the sink accept.
+    pub(crate) struct ConnectionOptions => CONNECTION_OPTIONS {
+        /// The server, nats://host:port (the first of a comma-separated list is used).
+        servers: String = "servers", required;
+        /// The user name, with password.
+        username: String = "username", optional;
+        /// The password (never shown in logs or errors).
+        password: Secret = "password", optional;
+        /// An authentication token (never shown in logs or errors).
+        token: Secret = "token", optional;
     }
 }
 
@@ -86,15 +60,15 @@ pub(crate) struct Server {
     /// `host:port`.
     pub addr: String,
     pub username: Option<String>,
-    pub password: Secret,
-    pub token: Secret,
+    pub password: Option<Secret>,
+    pub token: Option<Secret>,
 }
 
 impl Server {
     /// Reads the connection options.
     pub fn read(o: &mut Options) -> Result<Server> {
-        let servers = o.required_string("servers")?;
-        let first = servers.split(',').next().unwrap_or("").trim();
+        let c = ConnectionOptions::read(o)?;
+        let first = c.servers.split(',').next().unwrap_or("").trim();
         let rest = first
             .strip_prefix("nats://")
             .or_else(|| first.strip_prefix("tls://").map(|_| ""))
@@ -117,17 +91,17 @@ impl Server {
         };
         let mut s = Server {
             addr,
-            username: o.string("username")?,
-            password: Secret(o.string("password")?),
-            token: Secret(o.string("token")?),
+            username: c.username,
+            password: c.password,
+            token: c.token,
         };
         if let Some(a) = auth {
             match a.split_once(':') {
                 Some((u, p)) => {
                     s.username = Some(u.to_string());
-                    s.password = Secret(Some(p.to_string()));
+                    s.password = Some(Secret(p.to_string()));
                 }
-                None => s.token = Secret(Some(a.to_string())),
+                None => s.token = Some(Secret(a.to_string())),
             }
         }
         Ok(s)

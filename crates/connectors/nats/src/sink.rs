@@ -4,23 +4,26 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::{OptionSpec, Options};
 use ferry_api::{
     ChangeBatch, FerryError, JobContext, Result, Sink, SinkDelivery, SinkFactory, SinkWriter,
     TableSchema, WriterContext,
 };
-use ferry_formats::{Encoder, Format};
-use serde_json::{json, Value};
+use ferry_formats::{read_sink_format, Encoder, Format, SINK_FORMAT_OPTIONS};
+use serde_json::Value;
 
 use crate::client::{api_result, Client};
 use crate::{Server, CONNECTION_OPTIONS, NAME};
 
-const SINK_ONLY: &[OptionSpec] = &[
-    OptionSpec::required("subject", OptionKind::String, "The subject to publish to; a JetStream stream must capture it."),
-    OptionSpec::optional("format", OptionKind::Enum(&["json", "text"]), Some("json"), "How a row becomes a message."),
-    OptionSpec::optional("field_delimiter", OptionKind::String, Some(","), "Delimiter between values with format = text."),
-    OptionSpec::optional("msg_id_prefix", OptionKind::String, None, "Start of every Nats-Msg-Id (default: the job id): jobs writing to one stream need different ones."),
-];
+ferry_api::declare_options! {
+    /// The sink's own options (with [`SINK_FORMAT_OPTIONS`]).
+    struct SinkOptions => SINK_ONLY {
+        /// The subject to publish to; a JetStream stream must capture it.
+        subject: String = "subject", required;
+        /// Start of every Nats-Msg-Id (default: the job id): jobs writing to one stream need different ones.
+        msg_id_prefix: String = "msg_id_prefix", optional;
+    }
+}
 
 /// How long the stream may take to acknowledge a batch of messages.
 const ACK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -36,8 +39,7 @@ impl SinkFactory for NatsSinkFactory {
         "Publishes rows to a NATS JetStream subject, deduplicated by message id"
     }
     fn options(&self) -> &'static [OptionSpec] {
-        static OPTIONS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
-        OPTIONS.get_or_init(|| [CONNECTION_OPTIONS, SINK_ONLY].concat())
+        ferry_api::concat_specs!(CONNECTION_OPTIONS, SINK_ONLY, SINK_FORMAT_OPTIONS)
     }
     fn create(
         &self,
@@ -46,22 +48,13 @@ impl SinkFactory for NatsSinkFactory {
         job: &JobContext,
     ) -> Result<Arc<dyn Sink>> {
         let server = Server::read(o)?;
-        let subject = o.required_string("subject")?;
+        let own = SinkOptions::read(o)?;
+        let subject = own.subject;
         if subject.is_empty() || subject.contains(['*', '>', ' ']) {
             return Err(o.error("subject", "must be a subject without wildcards or spaces"));
         }
-        let format = match o.enum_value("format", &["json", "text"])? {
-            Some("text") => Format::Text {
-                delimiter: o.string("field_delimiter")?.unwrap_or_else(|| ",".into()),
-            },
-            _ => {
-                o.string("field_delimiter")?;
-                Format::Json
-            }
-        };
-        let prefix = o
-            .string("msg_id_prefix")?
-            .unwrap_or_else(|| job.job_id.clone());
+        let format = read_sink_format(o)?;
+        let prefix = own.msg_id_prefix.unwrap_or_else(|| job.job_id.clone());
         o.finish(self.options())?;
         Ok(Arc::new(NatsSink {
             server,
@@ -92,10 +85,10 @@ impl Sink for NatsSink {
         ctx: &WriterContext,
         restored: Option<Value>,
     ) -> Result<Box<dyn SinkWriter>> {
-        let epoch = restored
-            .as_ref()
-            .and_then(|s| s["epoch"].as_u64())
-            .unwrap_or(0);
+        let epoch = match &restored {
+            Some(v) => ferry_api::decode_state::<WriterState>(v, "a Nats writer")?.epoch,
+            None => 0,
+        };
         let server = self.server.clone();
         let client =
             ferry_api::io::handle()?.block_on(async move { Client::connect(&server).await })?;
@@ -142,7 +135,10 @@ impl SinkWriter for Writer {
                 &self.subject,
                 Some(&reply),
                 &[("Nats-Msg-Id", id.as_str())],
-                &self.encoder.encode(&batch.data, i),
+                &self
+                    .encoder
+                    .encode(&batch.data, i)
+                    .map_err(|e| FerryError::data(NAME, e))?,
             );
             replies.insert(reply);
         }
@@ -194,7 +190,10 @@ impl SinkWriter for Writer {
     }
 
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
-        Ok(Some(json!({"epoch": self.epoch})))
+        Ok(Some(ferry_api::encode_state(
+            &WriterState { epoch: self.epoch },
+            "a Nats writer",
+        )?))
     }
 
     fn abort(&mut self) -> Result<()> {
@@ -202,4 +201,11 @@ impl SinkWriter for Writer {
         self.position = 0;
         Ok(())
     }
+}
+
+/// A writer's snapshot: the checkpoint its message ids continue from after a restore, so
+/// that a replayed message gets the id it had before and the stream drops the copy.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct WriterState {
+    epoch: u64,
 }

@@ -4,26 +4,36 @@
 use std::time::Duration;
 
 use ferry_api::io::{FetchSender, Fetched, Fetcher, Readiness};
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::{OptionSpec, Options};
 use ferry_api::{
     Boundedness, ChangeBatch, EnumeratorContext, FerryError, JobContext, JobMode, ReadStatus,
     ReaderContext, Result, Source, SourceFactory, SourceReader, Split, SplitEnumerator,
     TableSchema,
 };
-use ferry_formats::{read_format, read_schema, Decoder, FORMAT_OPTIONS, SCHEMA_OPTIONS};
+use ferry_formats::{
+    read_format, require_schema, Decoder, OneSplit, PendingAcks, FORMAT_OPTIONS, MESSAGE_SCHEMA,
+    SCHEMA_OPTIONS,
+};
 use serde_json::{json, Value};
 
 use crate::client::{stream_sequence, Client, Sender};
 use crate::{Server, CONNECTION_OPTIONS, NAME};
 
-const SOURCE_ONLY: &[OptionSpec] = &[
-    OptionSpec::required("stream", OptionKind::String, "The JetStream stream to read."),
-    OptionSpec::optional("subject", OptionKind::String, None, "Only messages on this subject (wildcards allowed); all of the stream's by default."),
-    OptionSpec::required("durable_name", OptionKind::String, "The durable consumer's name: its ack floor shows what completed checkpoints hold."),
-    OptionSpec::optional("batch_size", OptionKind::Int, Some("256"), "Messages asked for per pull request."),
-    OptionSpec::optional("ack_wait", OptionKind::Int, Some("600000"), "Milliseconds before the server delivers an unacknowledged message again (redeliveries are left out)."),
-    OptionSpec::required("schema", OptionKind::Object, "schema { fields { name = type } }: the columns of the messages."),
-];
+ferry_api::declare_options! {
+    /// The source's own options.
+    struct SourceOptions => SOURCE_ONLY {
+        /// The JetStream stream to read.
+        stream: String = "stream", required;
+        /// Only messages on this subject (wildcards allowed); all of the stream's by default.
+        subject: String = "subject", optional;
+        /// The durable consumer's name: its ack floor shows what completed checkpoints hold.
+        durable_name: String = "durable_name", required;
+        /// Messages asked for per pull request.
+        batch_size: u64 = "batch_size", default 256;
+        /// Milliseconds before the server delivers an unacknowledged message again (redeliveries are left out).
+        ack_wait: u64 = "ack_wait", default 600000;
+    }
+}
 
 /// The `Nats` source.
 pub struct NatsSourceFactory;
@@ -36,34 +46,35 @@ impl SourceFactory for NatsSourceFactory {
         "Reads rows from a NATS JetStream stream, replayable by stream sequence"
     }
     fn options(&self) -> &'static [OptionSpec] {
-        static OPTIONS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
-        OPTIONS.get_or_init(|| {
-            [
-                CONNECTION_OPTIONS,
-                SOURCE_ONLY,
-                SCHEMA_OPTIONS,
-                FORMAT_OPTIONS,
-            ]
-            .concat()
-        })
+        ferry_api::concat_specs!(
+            CONNECTION_OPTIONS,
+            SOURCE_ONLY,
+            MESSAGE_SCHEMA,
+            SCHEMA_OPTIONS,
+            FORMAT_OPTIONS,
+        )
     }
     fn create(&self, o: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
         let server = Server::read(o)?;
-        let stream = o.required_string("stream")?;
-        let subject = o.string("subject")?.filter(|s| !s.is_empty());
-        let durable = o.required_string("durable_name")?;
+        let SourceOptions {
+            stream,
+            subject,
+            durable_name: durable,
+            batch_size,
+            ack_wait,
+        } = SourceOptions::read(o)?;
+        let subject = subject.filter(|s| !s.is_empty());
         for (what, name) in [("stream", &stream), ("durable_name", &durable)] {
             if name.is_empty() || name.contains(['.', '*', '>', ' ']) {
                 return Err(o.error(what, "must be a name without '.', '*', '>' or spaces"));
             }
         }
-        let batch = match o.u64("batch_size")?.unwrap_or(256) {
+        let batch = match batch_size {
             n @ 1..=100_000 => n,
             n => return Err(o.error("batch_size", format!("{n} is not between 1 and 100000"))),
         };
-        let ack_wait = Duration::from_millis(o.u64("ack_wait")?.unwrap_or(600_000).max(1000));
-        let table = read_schema(o, NAME)?
-            .ok_or_else(|| o.error("schema", "is required: schema { fields { name = type } }"))?;
+        let ack_wait = Duration::from_millis(ack_wait.max(1000));
+        let table = require_schema(o, NAME)?;
         let (format, on_error) = read_format(o)?;
         o.finish(self.options())?;
         Ok(Box::new(NatsSource {
@@ -123,11 +134,8 @@ impl Source for NatsSource {
     ) -> Result<Box<dyn SplitEnumerator>> {
         // One consumer per stream, read by reader 0: sequence order is what makes a replay
         // exact. Restored, the split is in that reader's state.
-        let pending = restored.and_then(|v| v.as_bool()) != Some(true);
-        Ok(Box::new(Enumerator {
-            pending,
-            stream: self.config.stream.clone(),
-        }))
+        let split = Split::typed(self.config.stream.clone(), &SplitState::default())?;
+        Ok(Box::new(OneSplit::new(split, restored)))
     }
     fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
         Ok(Box::new(Reader {
@@ -143,38 +151,9 @@ impl Source for NatsSource {
             end: None,
             ended: false,
             last_emitted: None,
-            pending_acks: Vec::new(),
+            pending_acks: PendingAcks::default(),
             acked: 0,
         }))
-    }
-}
-
-struct Enumerator {
-    pending: bool,
-    stream: String,
-}
-
-impl SplitEnumerator for Enumerator {
-    fn discover(&mut self) -> Result<Vec<(usize, Split)>> {
-        if !std::mem::take(&mut self.pending) {
-            return Ok(Vec::new());
-        }
-        Ok(vec![(
-            0,
-            Split {
-                id: self.stream.clone(),
-                state: json!({}),
-            },
-        )])
-    }
-    fn is_exhausted(&self) -> bool {
-        !self.pending
-    }
-    fn add_splits_back(&mut self, _splits: Vec<Split>, _reader: usize) {
-        self.pending = true;
-    }
-    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
-        Ok(json!(!self.pending))
     }
 }
 
@@ -363,25 +342,31 @@ struct Reader {
     /// The sequence and acknowledgement subject of the newest message emitted since the
     /// last snapshot.
     last_emitted: Option<(u64, String)>,
-    /// (checkpoint, sequence and acknowledgement subject of the last message it covers).
-    pending_acks: Vec<(u64, u64, String)>,
+    /// The sequence and acknowledgement subject of the last message each checkpoint covers.
+    pending_acks: PendingAcks<(u64, String)>,
     /// The last sequence acknowledged.
     acked: u64,
 }
 
+/// A split's state: the last stream sequence emitted, a bounded read's end, and whether
+/// that end was reached. Absent fields are written as nothing, as the first split has none.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct SplitState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    end: Option<u64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    ended: bool,
+}
+
 impl Reader {
-    fn state(&self) -> Value {
-        let mut s = json!({});
-        if let Some(q) = self.seq {
-            s["seq"] = json!(q);
+    fn state(&self) -> SplitState {
+        SplitState {
+            seq: self.seq,
+            end: self.end,
+            ended: self.ended,
         }
-        if let Some(e) = self.end {
-            s["end"] = json!(e);
-        }
-        if self.ended {
-            s["ended"] = json!(true);
-        }
-        s
     }
 }
 
@@ -391,13 +376,8 @@ impl SourceReader for Reader {
             if self.split.is_some() {
                 continue;
             }
-            self.seq = s.state.get("seq").and_then(Value::as_u64);
-            self.end = s.state.get("end").and_then(Value::as_u64);
-            self.ended = s
-                .state
-                .get("ended")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+            let state: SplitState = s.read_state()?;
+            (self.seq, self.end, self.ended) = (state.seq, state.end, state.ended);
             self.split = Some(s.id);
             if self.ended {
                 continue;
@@ -478,17 +458,12 @@ impl SourceReader for Reader {
             });
         }
         let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
-        let decoded = self.decoder.decode(NAME, &refs)?;
-        if decoded.skipped > 0 {
-            tracing::warn!(
-                skipped = decoded.skipped,
-                stream = %self.config.stream,
-                "Nats: messages that do not decode were left out"
-            );
-        }
+        let batch = self
+            .decoder
+            .decode_logged(NAME, &self.config.stream, &refs)?;
         Ok(ReadStatus::Batch(ChangeBatch::inserts(
             self.table.clone(),
-            decoded.batch,
+            batch,
         )))
     }
 
@@ -499,29 +474,18 @@ impl SourceReader for Reader {
     fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<Split>> {
         // Only the newest message emitted so far needs acknowledging (AckAll).
         if let Some((seq, ack)) = self.last_emitted.take() {
-            self.pending_acks.push((checkpoint_id, seq, ack));
+            self.pending_acks.push(checkpoint_id, (seq, ack));
         }
-        Ok(self
-            .split
+        self.split
             .iter()
-            .map(|id| Split {
-                id: id.clone(),
-                state: self.state(),
-            })
-            .collect())
+            .map(|id| Split::typed(id.clone(), &self.state()))
+            .collect()
     }
 
     fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
-        let Some((seq, ack)) = self
-            .pending_acks
-            .iter()
-            .filter(|(c, _, _)| *c <= checkpoint_id)
-            .max_by_key(|(_, s, _)| *s)
-            .map(|(_, s, a)| (*s, a.clone()))
-        else {
+        let Some((seq, ack)) = self.pending_acks.complete(checkpoint_id) else {
             return Ok(());
         };
-        self.pending_acks.retain(|(c, _, _)| *c > checkpoint_id);
         let Some(sender) = &self.sender else {
             return Ok(());
         };

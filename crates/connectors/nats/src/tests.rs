@@ -2,29 +2,19 @@
 //! a memory stream of its own, deleted at the end.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use arrow::array::Int64Array;
 use ferry_api::{
     ChangeBatch, JobMode, Options, Result, Sink, SinkDelivery, SinkFactory, Source, SourceFactory,
     TableSchema,
 };
 use ferry_connector_testkit::{
-    check_sink, check_source_replay, check_source_restore, job, read_all, rows, SourceDriver,
+    block_on, check_sink, check_source_replay, check_source_restore, ids, job, read_all, rows,
+    unique_name, SourceDriver,
 };
 use serde_json::{json, Value};
 
 use super::client::Client;
 use super::*;
-
-/// A name no other test (or earlier run) uses.
-fn unique(test: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("ferry_{test}_{}_{nanos}", std::process::id())
-}
 
 fn server() -> Server {
     Server::read(&mut Options::from_json(
@@ -34,13 +24,9 @@ fn server() -> Server {
     .unwrap()
 }
 
-fn block<T>(f: impl std::future::Future<Output = T>) -> T {
-    ferry_api::io::handle().unwrap().block_on(f)
-}
-
 /// A memory stream `name` on subjects `name.>`.
 fn create_stream(name: &str) {
-    block(async {
+    block_on(async {
         let mut c = Client::connect(&server()).await.unwrap();
         c.request(
             &format!("$JS.API.STREAM.CREATE.{name}"),
@@ -52,7 +38,7 @@ fn create_stream(name: &str) {
 }
 
 fn delete_stream(name: &str) {
-    block(async {
+    block_on(async {
         let mut c = Client::connect(&server()).await.unwrap();
         c.request(&format!("$JS.API.STREAM.DELETE.{name}"), &Value::Null)
             .await
@@ -61,7 +47,7 @@ fn delete_stream(name: &str) {
 }
 
 fn stream_info(name: &str) -> Value {
-    block(async {
+    block_on(async {
         let mut c = Client::connect(&server()).await.unwrap();
         c.request(&format!("$JS.API.STREAM.INFO.{name}"), &Value::Null)
             .await
@@ -71,7 +57,7 @@ fn stream_info(name: &str) -> Value {
 
 /// Publishes rows `ids` on `subject`, each acknowledged by the stream.
 fn publish(subject: &str, ids: std::ops::Range<i64>) {
-    block(async {
+    block_on(async {
         let mut c = Client::connect(&server()).await.unwrap();
         for id in ids {
             let body = json!({"id": id, "name": format!("row {id}")}).to_string();
@@ -99,26 +85,9 @@ fn source(stream: &str, durable: &str, mode: JobMode, extra: Value) -> Result<Bo
     NatsSourceFactory.create(&mut Options::from_json(NAME, o), &job(mode))
 }
 
-fn ids(batches: &[ChangeBatch]) -> Vec<i64> {
-    let mut out: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| {
-            b.data
-                .column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 #[test]
 fn a_bounded_read_resumes_exactly_at_its_stream_sequence() {
-    let s = unique("restore");
+    let s = unique_name("restore");
     create_stream(&s);
     publish(&format!("{s}.a"), 0..100);
     publish(&format!("{s}.b"), 100..120);
@@ -147,7 +116,7 @@ fn a_bounded_read_resumes_exactly_at_its_stream_sequence() {
 
 #[test]
 fn the_consumer_is_acknowledged_only_up_to_completed_checkpoints() {
-    let s = unique("ack");
+    let s = unique_name("ack");
     create_stream(&s);
     publish(&format!("{s}.a"), 0..30);
     let src = source(&s, "acks", JobMode::Streaming, json!({})).unwrap();
@@ -155,7 +124,7 @@ fn the_consumer_is_acknowledged_only_up_to_completed_checkpoints() {
     d.run_until(30).unwrap();
     let cp = d.snapshot().unwrap();
     let floor = || {
-        block(async {
+        block_on(async {
             let mut c = Client::connect(&server()).await.unwrap();
             c.request(&format!("$JS.API.CONSUMER.INFO.{s}.acks"), &Value::Null)
                 .await
@@ -195,7 +164,7 @@ fn input() -> (TableSchema, Vec<ChangeBatch>) {
 
 #[test]
 fn the_sink_s_message_ids_make_replays_after_crashes_disappear() {
-    let s = unique("sink");
+    let s = unique_name("sink");
     create_stream(&s);
     let (table, batches) = input();
     let subject = format!("{s}.out");
@@ -258,4 +227,11 @@ fn options_are_checked_and_secrets_stay_out_of_messages() {
         err.contains("127.0.0.1:4222") && !err.contains("s3cret-pw"),
         "{err}"
     );
+}
+
+#[test]
+fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
+    use ferry_api::{SinkFactory as _, SourceFactory as _};
+    ferry_api::declare::check_specs(crate::NatsSourceFactory.options(), &[]).unwrap();
+    ferry_api::declare::check_specs(crate::NatsSinkFactory.options(), &[]).unwrap();
 }

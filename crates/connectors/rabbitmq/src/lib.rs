@@ -32,8 +32,9 @@ mod tests;
 use std::fmt;
 use std::time::Duration;
 
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::Options;
 use ferry_api::{FerryError, Result};
+use ferry_formats::Secret;
 use lapin::options::{BasicQosOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::uri::{AMQPAuthority, AMQPUri, AMQPUserInfo};
@@ -45,36 +46,45 @@ pub use source::RabbitmqSourceFactory;
 /// The plugin's name in job files and errors.
 pub(crate) const NAME: &str = "RabbitMQ";
 
-/// Options both the source and the sink accept: where the broker is and which queue.
-pub(crate) const CONNECTION_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::optional("host", OptionKind::String, None, "The broker's host (required unless url is set)."),
-    OptionSpec::optional("port", OptionKind::Int, None, "The broker's AMQP port, 5672 (required unless url is set)."),
-    OptionSpec::optional("virtual_host", OptionKind::String, Some("/"), "The virtual host."),
-    OptionSpec::optional("username", OptionKind::String, Some("guest"), "The user name."),
-    OptionSpec::optional("password", OptionKind::String, Some("guest"), "The password (never shown in logs or errors)."),
-    OptionSpec::required("queue_name", OptionKind::String, "The queue to read from or write to; declared with durable, exclusive and auto_delete."),
-    OptionSpec::optional("url", OptionKind::String, None, "An AMQP URI (amqp://user:password@host:port/vhost) used instead of host, port, virtual_host, username and password."),
-    OptionSpec::optional("durable", OptionKind::Bool, Some("true"), "The queue survives a broker restart."),
-    OptionSpec::optional("exclusive", OptionKind::Bool, Some("false"), "The queue is used by this connection only and deleted when it closes."),
-    OptionSpec::optional("auto_delete", OptionKind::Bool, Some("false"), "The queue is deleted when its last consumer goes."),
-    OptionSpec::optional("connection_timeout", OptionKind::Int, Some("60000"), "How long connecting may take, in milliseconds."),
-    OptionSpec::optional("requested_heartbeat", OptionKind::Int, None, "The heartbeat timeout to ask for, in seconds."),
-    OptionSpec::optional("requested_channel_max", OptionKind::Int, None, "The largest channel number to ask for."),
-    OptionSpec::optional("requested_frame_max", OptionKind::Int, None, "The largest frame size to ask for."),
-    // Accepted so that SeaTunnel's job files run: Ferry does not reconnect within a run;
-    // a lost connection fails the job, which restarts from its last checkpoint.
-    OptionSpec::optional("network_recovery_interval", OptionKind::Int, None, "Accepted for SeaTunnel job files; a lost connection fails the job, which resumes from its last checkpoint."),
-    OptionSpec::optional("AUTOMATIC_RECOVERY_ENABLED", OptionKind::Bool, None, "Accepted for SeaTunnel job files; see network_recovery_interval."),
-    OptionSpec::optional("topology_recovery_enabled", OptionKind::Bool, None, "Accepted for SeaTunnel job files; see network_recovery_interval."),
-];
-
-/// A password, kept out of `Debug` output (plans and errors print plugins' configs).
-#[derive(Clone, Default)]
-pub(crate) struct Secret(pub String);
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
+ferry_api::declare_options! {
+    /// Options both the source and the sink accept: where the broker is and which queue.
+    pub(crate) struct ConnectionOptions => CONNECTION_OPTIONS {
+        /// The broker's host (required unless url is set).
+        host: String = "host", optional;
+        /// The broker's AMQP port, 5672 (required unless url is set).
+        port: u64 = "port", optional;
+        /// The virtual host.
+        virtual_host: String = "virtual_host", default "/";
+        /// The user name.
+        username: String = "username", default "guest";
+        /// The password (never shown in logs or errors).
+        password: Secret = "password", default "guest";
+        /// The queue to read from or write to; declared with durable, exclusive and auto_delete.
+        queue_name: String = "queue_name", required;
+        /// An AMQP URI (amqp://user:password@host:port/vhost) used instead of host, port, virtual_host, username and password.
+        url: String = "url", optional;
+        /// The queue survives a broker restart.
+        durable: bool = "durable", default true;
+        /// The queue is used by this connection only and deleted when it closes.
+        exclusive: bool = "exclusive", default false;
+        /// The queue is deleted when its last consumer goes.
+        auto_delete: bool = "auto_delete", default false;
+        /// How long connecting may take, in milliseconds.
+        connection_timeout: u64 = "connection_timeout", default 60000;
+        /// The heartbeat timeout to ask for, in seconds.
+        requested_heartbeat: u64 = "requested_heartbeat", optional;
+        /// The largest channel number to ask for.
+        requested_channel_max: u64 = "requested_channel_max", optional;
+        /// The largest frame size to ask for.
+        requested_frame_max: u64 = "requested_frame_max", optional;
+        // Accepted so that SeaTunnel's job files run: Ferry does not reconnect within a
+        // run; a lost connection fails the job, which restarts from its last checkpoint.
+        /// Accepted for SeaTunnel job files; a lost connection fails the job, which resumes from its last checkpoint.
+        _network_recovery_interval: u64 = "network_recovery_interval", optional;
+        /// Accepted for SeaTunnel job files; see network_recovery_interval.
+        _automatic_recovery_enabled: bool = "AUTOMATIC_RECOVERY_ENABLED", optional;
+        /// Accepted for SeaTunnel job files; see network_recovery_interval.
+        _topology_recovery_enabled: bool = "topology_recovery_enabled", optional;
     }
 }
 
@@ -96,8 +106,9 @@ pub(crate) struct Broker {
     pub frame_max: Option<u32>,
 }
 
-fn small<T: TryFrom<u64>>(o: &mut Options, key: &str) -> Result<Option<T>> {
-    match o.u64(key)? {
+/// `v`, the value of `key`, as a smaller integer.
+fn small<T: TryFrom<u64>>(o: &Options, key: &str, v: Option<u64>) -> Result<Option<T>> {
+    match v {
         None => Ok(None),
         Some(v) => T::try_from(v)
             .map(Some)
@@ -108,25 +119,23 @@ fn small<T: TryFrom<u64>>(o: &mut Options, key: &str) -> Result<Option<T>> {
 impl Broker {
     /// Reads the connection options.
     pub fn read(o: &mut Options) -> Result<Broker> {
+        let c = ConnectionOptions::read(o)?;
         let mut b = Broker {
             host: String::new(),
             port: 5672,
-            vhost: "/".into(),
-            username: "guest".into(),
-            password: Secret("guest".into()),
-            queue: o.required_string("queue_name")?,
-            durable: o.bool("durable")?.unwrap_or(true),
-            exclusive: o.bool("exclusive")?.unwrap_or(false),
-            auto_delete: o.bool("auto_delete")?.unwrap_or(false),
-            connect_timeout: Duration::from_millis(o.u64("connection_timeout")?.unwrap_or(60_000)),
-            heartbeat: small(o, "requested_heartbeat")?,
-            channel_max: small(o, "requested_channel_max")?,
-            frame_max: small(o, "requested_frame_max")?,
+            vhost: c.virtual_host,
+            username: c.username,
+            password: c.password,
+            queue: c.queue_name,
+            durable: c.durable,
+            exclusive: c.exclusive,
+            auto_delete: c.auto_delete,
+            connect_timeout: Duration::from_millis(c.connection_timeout),
+            heartbeat: small(o, "requested_heartbeat", c.requested_heartbeat)?,
+            channel_max: small(o, "requested_channel_max", c.requested_channel_max)?,
+            frame_max: small(o, "requested_frame_max", c.requested_frame_max)?,
         };
-        o.u64("network_recovery_interval")?;
-        o.bool("AUTOMATIC_RECOVERY_ENABLED")?;
-        o.bool("topology_recovery_enabled")?;
-        if let Some(url) = o.string("url")? {
+        if let Some(url) = c.url {
             let uri: AMQPUri = url
                 .parse()
                 .map_err(|e: String| o.error("url", format!("is not an AMQP URI: {e}")))?;
@@ -135,21 +144,12 @@ impl Broker {
             b.vhost = uri.vhost;
             b.username = uri.authority.userinfo.username;
             b.password = Secret(uri.authority.userinfo.password);
-            for k in ["host", "port", "virtual_host", "username", "password"] {
-                o.get(k);
-            }
         } else {
-            b.host = o.required_string("host")?;
-            b.port = small(o, "port")?.ok_or_else(|| o.error("port", "is required but not set"))?;
-            if let Some(v) = o.string("virtual_host")? {
-                b.vhost = v;
-            }
-            if let Some(u) = o.string("username")? {
-                b.username = u;
-            }
-            if let Some(p) = o.string("password")? {
-                b.password = Secret(p);
-            }
+            b.host = c
+                .host
+                .ok_or_else(|| o.error("host", "is required but not set"))?;
+            b.port = small(o, "port", c.port)?
+                .ok_or_else(|| o.error("port", "is required but not set"))?;
         }
         Ok(b)
     }

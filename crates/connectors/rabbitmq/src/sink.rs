@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::{OptionSpec, Options};
 use ferry_api::{
     ChangeBatch, FerryError, JobContext, Result, Sink, SinkDelivery, SinkFactory, SinkWriter,
     TableSchema, WriterContext,
@@ -12,15 +12,21 @@ use ferry_api::{
 use ferry_formats::{Encoder, Format};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, PublisherConfirm};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::{Broker, CONNECTION_OPTIONS, NAME};
 
-const SINK_ONLY: &[OptionSpec] = &[
-    OptionSpec::optional("exchange", OptionKind::String, Some(""), "The exchange to publish to (with routing_key); the default exchange routes to queue_name."),
-    OptionSpec::optional("routing_key", OptionKind::String, None, "The routing key; when set, messages go to `exchange` with it instead of to queue_name."),
-    OptionSpec::optional("rabbitmq.config", OptionKind::Object, None, "Client settings as SeaTunnel's Java client takes them; only the ones Ferry's options name are used, the job fails on others."),
-];
+ferry_api::declare_options! {
+    /// The sink's own options.
+    struct SinkOptions => SINK_ONLY {
+        /// The exchange to publish to (with routing_key); the default exchange routes to queue_name.
+        exchange: String = "exchange", default "";
+        /// The routing key; when set, messages go to `exchange` with it instead of to queue_name.
+        routing_key: String = "routing_key", optional;
+        /// Client settings as SeaTunnel's Java client takes them; only the ones Ferry's options name are used, the job fails on others.
+        config: Map<String, Value> = "rabbitmq.config", optional;
+    }
+}
 
 /// Messages published and not yet confirmed before a writer waits for the broker.
 const MAX_UNCONFIRMED: usize = 16_384;
@@ -36,8 +42,7 @@ impl SinkFactory for RabbitmqSinkFactory {
         "Publishes rows as JSON messages to a RabbitMQ queue or exchange, confirmed at each checkpoint"
     }
     fn options(&self) -> &'static [OptionSpec] {
-        static OPTIONS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
-        OPTIONS.get_or_init(|| [CONNECTION_OPTIONS, SINK_ONLY].concat())
+        ferry_api::concat_specs!(CONNECTION_OPTIONS, SINK_ONLY)
     }
     fn create(
         &self,
@@ -46,9 +51,10 @@ impl SinkFactory for RabbitmqSinkFactory {
         _job: &JobContext,
     ) -> Result<Arc<dyn Sink>> {
         let broker = Broker::read(o)?;
-        let exchange = o.string("exchange")?.unwrap_or_default();
-        let routing_key = o.string("routing_key")?.filter(|k| !k.is_empty());
-        if let Some(m) = o.object("rabbitmq.config")? {
+        let own = SinkOptions::read(o)?;
+        let exchange = own.exchange;
+        let routing_key = own.routing_key.filter(|k| !k.is_empty());
+        if let Some(m) = own.config {
             if let Some(k) = m.keys().next() {
                 return Err(o.error(
                     &format!("rabbitmq.config.{k}"),
@@ -151,7 +157,8 @@ impl SinkWriter for Writer {
     fn write(&mut self, batch: &ChangeBatch) -> Result<()> {
         let bodies: Vec<Vec<u8>> = (0..batch.num_rows())
             .map(|i| self.encoder.encode(&batch.data, i))
-            .collect();
+            .collect::<std::result::Result<_, String>>()
+            .map_err(|e| FerryError::data(NAME, e))?;
         let channel = self.channel.clone();
         let (exchange, key) = (self.exchange.clone(), self.routing_key.clone());
         let broker = self.broker.clone();

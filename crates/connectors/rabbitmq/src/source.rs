@@ -7,37 +7,50 @@ use std::time::Duration;
 use ferry_api::io::{Fetched, Fetcher, Readiness};
 use ferry_api::options::{OptionKind, OptionSpec, Options};
 use ferry_api::{
-    Boundedness, ChangeBatch, EnumeratorContext, FerryError, JobContext, JobMode, ReadStatus,
-    ReaderContext, Result, Source, SourceFactory, SourceReader, Split, SplitEnumerator,
-    TableSchema,
+    decode_state, encode_state, Boundedness, ChangeBatch, EnumeratorContext, FerryError,
+    JobContext, JobMode, ReadStatus, ReaderContext, Result, Source, SourceFactory, SourceReader,
+    Split, SplitEnumerator, TableSchema,
 };
-use ferry_formats::{read_format, read_schema, Decoder, FORMAT_OPTIONS, SCHEMA_OPTIONS};
+use ferry_formats::{
+    read_format, require_schema, Decoder, PendingAcks, FORMAT_OPTIONS, SCHEMA_OPTIONS,
+};
 use futures_util::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::{Broker, CONNECTION_OPTIONS, NAME};
 
-const SOURCE_ONLY: &[OptionSpec] = &[
-    OptionSpec::required("schema", OptionKind::Object, "schema { fields { name = type } }: the columns of the JSON messages."),
-    OptionSpec::optional("prefetch_count", OptionKind::Int, Some("1000"), "Most deliveries the broker sends ahead of acknowledgements; at least the rows of one checkpoint interval, or reading stalls until the next checkpoint."),
-    OptionSpec::optional("delivery_timeout", OptionKind::Int, None, "Accepted for SeaTunnel job files: readers wait on the broker's deliveries without polling."),
-    OptionSpec::optional("for_e2e_testing", OptionKind::Bool, Some("false"), "End after reading the messages the queue holds when the job starts (as a BATCH job does)."),
-    OptionSpec::optional("use_correlation_id", OptionKind::Bool, Some("false"), "Every message carries a unique correlation id: deliveries read before are recognised after a restart, which makes the source exactly-once."),
-];
+ferry_api::declare_options! {
+    /// The source's own options.
+    struct SourceOptions => SOURCE_ONLY {
+        /// Most deliveries the broker sends ahead of acknowledgements; at least the rows of one checkpoint interval, or reading stalls until the next checkpoint.
+        prefetch_count: u64 = "prefetch_count", default 1000, min 1;
+        /// Accepted for SeaTunnel job files: readers wait on the broker's deliveries without polling.
+        _delivery_timeout: u64 = "delivery_timeout", optional;
+        /// End after reading the messages the queue holds when the job starts (as a BATCH job does).
+        for_e2e_testing: bool = "for_e2e_testing", default false;
+        /// Every message carries a unique correlation id: deliveries read before are recognised after a restart, which makes the source exactly-once.
+        use_correlation_id: bool = "use_correlation_id", default false;
+    }
+}
+
+/// `schema`, which the source requires (read by [`require_schema`]).
+const SCHEMA: &[OptionSpec] = &[OptionSpec::required(
+    "schema",
+    OptionKind::Object,
+    "schema { fields { name = type } }: the columns of the JSON messages.",
+)];
 
 /// Every option of the source.
-pub fn source_options() -> Vec<OptionSpec> {
-    [
-        CONNECTION_OPTIONS,
-        SOURCE_ONLY,
-        SCHEMA_OPTIONS,
-        FORMAT_OPTIONS,
-    ]
-    .concat()
-}
+pub const SOURCE_OPTIONS: &[OptionSpec] = ferry_api::concat_specs!(
+    CONNECTION_OPTIONS,
+    SCHEMA,
+    SOURCE_ONLY,
+    SCHEMA_OPTIONS,
+    FORMAT_OPTIONS,
+);
 
 /// SeaTunnel's `RabbitMQ` source.
 pub struct RabbitmqSourceFactory;
@@ -50,21 +63,17 @@ impl SourceFactory for RabbitmqSourceFactory {
         "Reads JSON rows from a RabbitMQ queue, acknowledging them after each checkpoint"
     }
     fn options(&self) -> &'static [OptionSpec] {
-        static OPTIONS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
-        OPTIONS.get_or_init(source_options)
+        SOURCE_OPTIONS
     }
     fn create(&self, o: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
         let broker = Broker::read(o)?;
-        let table = read_schema(o, NAME)?
-            .ok_or_else(|| o.error("schema", "is required: schema { fields { name = type } }"))?;
+        let table = require_schema(o, NAME)?;
         let (format, on_error) = read_format(o)?;
-        let prefetch = match o.u64("prefetch_count")?.unwrap_or(1000) {
-            0 => return Err(o.error("prefetch_count", "must be at least 1")),
-            n => u16::try_from(n).map_err(|_| o.error("prefetch_count", "at most 65535"))?,
-        };
-        o.u64("delivery_timeout")?;
-        let bounded = job.mode == JobMode::Batch || o.bool("for_e2e_testing")?.unwrap_or(false);
-        let correlation = o.bool("use_correlation_id")?.unwrap_or(false);
+        let own = SourceOptions::read(o)?;
+        let prefetch = u16::try_from(own.prefetch_count)
+            .map_err(|_| o.error("prefetch_count", "at most 65535"))?;
+        let bounded = job.mode == JobMode::Batch || own.for_e2e_testing;
+        let correlation = own.use_correlation_id;
         o.finish(self.options())?;
         Ok(Box::new(RabbitmqSource {
             broker,
@@ -121,8 +130,7 @@ impl Source for RabbitmqSource {
         restored: Option<Value>,
     ) -> Result<Box<dyn SplitEnumerator>> {
         let pending = match restored {
-            Some(v) => serde_json::from_value::<Vec<(usize, Split)>>(v)
-                .map_err(|e| FerryError::internal(format!("RabbitMQ enumerator state: {e}")))?,
+            Some(v) => decode_state::<Vec<(usize, Split)>>(&v, "the RabbitMQ enumerator")?,
             // A bounded read counts the queue's messages once, so one reader takes them
             // all; an unbounded one has every reader consume (competing consumers).
             None if self.bounded => vec![(0, fresh_split(0))],
@@ -148,7 +156,7 @@ impl Source for RabbitmqSource {
             remaining: None,
             last_tag: 0,
             acked_tag: 0,
-            pending_acks: Vec::new(),
+            pending_acks: PendingAcks::default(),
             unacked_ids: Vec::new(),
             restored_ids: BTreeSet::new(),
         }))
@@ -158,7 +166,7 @@ impl Source for RabbitmqSource {
 fn fresh_split(i: usize) -> Split {
     Split {
         id: format!("consumer-{i}"),
-        state: json!({}),
+        state: serde_json::json!({}),
     }
 }
 
@@ -177,8 +185,7 @@ impl SplitEnumerator for Enumerator {
         self.pending.extend(splits.into_iter().map(|s| (reader, s)));
     }
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
-        serde_json::to_value(&self.pending)
-            .map_err(|e| FerryError::internal(format!("RabbitMQ enumerator state: {e}")))
+        encode_state(&self.pending, "the RabbitMQ enumerator")
     }
 }
 
@@ -219,8 +226,8 @@ struct Reader {
     last_tag: u64,
     /// Everything up to this tag is acknowledged.
     acked_tag: u64,
-    /// (checkpoint, last tag it covers), acknowledged when the checkpoint completes.
-    pending_acks: Vec<(u64, u64)>,
+    /// The last tag each checkpoint covers, acknowledged when the checkpoint completes.
+    pending_acks: PendingAcks<u64>,
     /// Correlation ids of rows emitted and not acknowledged, with their tags.
     unacked_ids: Vec<(u64, String)>,
     /// Correlation ids a restored checkpoint held: rows read before the restart whose
@@ -303,22 +310,30 @@ impl Reader {
         Ok(())
     }
 
-    fn state(&self) -> Value {
-        let ids: BTreeSet<&String> = self
-            .unacked_ids
-            .iter()
-            .map(|(_, id)| id)
-            .chain(self.restored_ids.iter())
-            .collect();
-        let mut s = json!({});
-        if let Some(r) = self.remaining {
-            s["remaining"] = json!(r);
+    fn state(&self) -> SplitState {
+        SplitState {
+            remaining: self.remaining,
+            correlation_ids: self.correlation.then(|| {
+                self.unacked_ids
+                    .iter()
+                    .map(|(_, id)| id)
+                    .chain(self.restored_ids.iter())
+                    .cloned()
+                    .collect()
+            }),
         }
-        if self.correlation {
-            s["correlation_ids"] = json!(ids);
-        }
-        s
     }
+}
+
+/// A consumer split's state: how many messages a bounded read still takes, and the
+/// correlation ids delivered but not yet acknowledged (with `for_e2e_testing`-style
+/// deduplication by correlation id).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct SplitState {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    remaining: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    correlation_ids: Option<BTreeSet<String>>,
 }
 
 impl SourceReader for Reader {
@@ -329,12 +344,10 @@ impl SourceReader for Reader {
                 // consumer already takes from the same queue.
                 continue;
             }
-            self.remaining = s.state.get("remaining").and_then(Value::as_u64);
-            if let Some(ids) = s.state.get("correlation_ids").and_then(Value::as_array) {
-                self.restored_ids = ids
-                    .iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect();
+            let state: SplitState = s.read_state()?;
+            self.remaining = state.remaining;
+            if let Some(ids) = state.correlation_ids {
+                self.restored_ids = ids;
             }
             self.split = Some(s.id);
             self.start()?;
@@ -410,17 +423,12 @@ impl SourceReader for Reader {
         }
         self.unacked_ids.extend(ids);
         let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
-        let decoded = self.decoder.decode(NAME, &refs)?;
-        if decoded.skipped > 0 {
-            tracing::warn!(
-                skipped = decoded.skipped,
-                queue = %self.broker.queue,
-                "RabbitMQ: messages that do not decode were left out"
-            );
-        }
+        let batch = self
+            .decoder
+            .decode_logged(NAME, &self.broker.queue, &refs)?;
         Ok(ReadStatus::Batch(ChangeBatch::inserts(
             self.table.clone(),
-            decoded.batch,
+            batch,
         )))
     }
 
@@ -430,29 +438,18 @@ impl SourceReader for Reader {
 
     fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<Split>> {
         if self.last_tag > self.acked_tag {
-            self.pending_acks.push((checkpoint_id, self.last_tag));
+            self.pending_acks.push(checkpoint_id, self.last_tag);
         }
-        Ok(self
-            .split
+        self.split
             .iter()
-            .map(|id| Split {
-                id: id.clone(),
-                state: self.state(),
-            })
-            .collect())
+            .map(|id| Split::typed(id.clone(), &self.state()))
+            .collect()
     }
 
     fn notify_checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<()> {
-        let Some(tag) = self
-            .pending_acks
-            .iter()
-            .filter(|(c, _)| *c <= checkpoint_id)
-            .map(|(_, t)| *t)
-            .max()
-        else {
+        let Some(tag) = self.pending_acks.complete(checkpoint_id) else {
             return Ok(());
         };
-        self.pending_acks.retain(|(c, _)| *c > checkpoint_id);
         let Some((channel, _)) = &self.channel else {
             return Ok(());
         };

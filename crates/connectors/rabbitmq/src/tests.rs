@@ -2,31 +2,23 @@
 //! its own queue, deleted at the end.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use arrow::array::{Int64Array, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::datatypes::DataType;
 use ferry_api::{
     ChangeBatch, JobMode, Options, Result, Sink, SinkDelivery, SinkFactory, Source, SourceFactory,
     TableSchema,
 };
 use ferry_connector_testkit::{
-    check_sink, check_source_replay, check_source_restore, job, read_all, rows, SourceDriver,
+    block_on, check_sink, check_source_replay, check_source_restore, ids, job, read_all, rows,
+    unique_name, SourceDriver,
 };
 use lapin::options::{BasicGetOptions, BasicPublishOptions, QueueDeleteOptions};
 use lapin::BasicProperties;
 use serde_json::{json, Value};
 
 use super::*;
-
-/// A queue name no other test (or earlier run) uses.
-fn queue(test: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("ferry-test-{test}-{}-{nanos}", std::process::id())
-}
 
 fn options(queue: &str, extra: Value) -> Value {
     let mut o = json!({
@@ -53,14 +45,10 @@ fn source(queue: &str, mode: JobMode, extra: Value) -> Result<Box<dyn Source>> {
     )
 }
 
-fn block<T>(f: impl std::future::Future<Output = T>) -> T {
-    ferry_api::io::handle().unwrap().block_on(f)
-}
-
 /// Publishes rows `ids` as JSON, each with its id as correlation id.
 fn publish(queue: &str, ids: std::ops::Range<i64>) {
     let b = broker(queue);
-    block(async {
+    block_on(async {
         let (conn, channel, _) = b.open(None).await.unwrap();
         for id in ids {
             let body = json!({"id": id, "name": format!("row {id}")}).to_string();
@@ -85,7 +73,7 @@ fn publish(queue: &str, ids: std::ops::Range<i64>) {
 /// connection closes and the broker puts them back.
 fn peek(queue: &str) -> Vec<Value> {
     let b = broker(queue);
-    block(async {
+    block_on(async {
         let (conn, channel, _) = b.open(None).await.unwrap();
         let mut out = Vec::new();
         while let Some(m) = channel
@@ -106,7 +94,7 @@ fn ready(queue: &str, expect: u32) -> u32 {
     let b = broker(queue);
     let mut n = 0;
     for _ in 0..50 {
-        n = block(async {
+        n = block_on(async {
             let (conn, _, n) = b.open(None).await.unwrap();
             let _ = conn.close(200, "OK".into()).await;
             n
@@ -121,7 +109,7 @@ fn ready(queue: &str, expect: u32) -> u32 {
 
 fn delete(queue: &str) {
     let b = broker(queue);
-    block(async {
+    block_on(async {
         let (conn, channel, _) = b.open(None).await.unwrap();
         channel
             .queue_delete(queue.into(), QueueDeleteOptions::default())
@@ -131,26 +119,9 @@ fn delete(queue: &str) {
     });
 }
 
-fn ids(batches: &[ChangeBatch]) -> Vec<i64> {
-    let mut out: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| {
-            b.data
-                .column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 #[test]
 fn deliveries_are_acknowledged_only_when_their_checkpoint_completes() {
-    let q = queue("ack");
+    let q = unique_name("ack");
     publish(&q, 0..30);
     let src = source(&q, JobMode::Streaming, json!({})).unwrap();
     let mut d = SourceDriver::start(&*src, 1, job(JobMode::Streaming)).unwrap();
@@ -177,7 +148,7 @@ fn deliveries_are_acknowledged_only_when_their_checkpoint_completes() {
 
 #[test]
 fn a_bounded_read_takes_the_messages_present_and_resumes_exactly_with_correlation_ids() {
-    let q = queue("restore");
+    let q = unique_name("restore");
     publish(&q, 0..200);
     let src = source(
         &q,
@@ -199,9 +170,9 @@ fn a_bounded_read_takes_the_messages_present_and_resumes_exactly_with_correlatio
 
 #[test]
 fn without_correlation_ids_the_source_says_it_cannot_replay_and_bad_messages_fail_or_are_skipped() {
-    let q = queue("format");
+    let q = unique_name("format");
     publish(&q, 0..3);
-    block(async {
+    block_on(async {
         let (conn, channel, _) = broker(&q).open(None).await.unwrap();
         channel
             .basic_publish(
@@ -238,7 +209,7 @@ fn without_correlation_ids_the_source_says_it_cannot_replay_and_bad_messages_fai
 
 #[test]
 fn errors_name_the_broker_and_queue_but_never_the_password() {
-    let q = queue("auth");
+    let q = unique_name("auth");
     let src = source(&q, JobMode::Batch, json!({"password": "s3cret-pw"})).unwrap();
     assert!(!format!("{src:?}").contains("s3cret-pw"));
     let err = read_all(&*src, 1, job(JobMode::Batch))
@@ -262,7 +233,7 @@ fn input() -> (TableSchema, Vec<ChangeBatch>) {
 
 #[test]
 fn the_sink_loses_no_row_through_crashes() {
-    let q = queue("sink");
+    let q = unique_name("sink");
     let (table, batches) = input();
     let make = || -> Result<Arc<dyn Sink>> {
         let mut o = options(&q, json!({}));
@@ -312,4 +283,11 @@ fn the_sink_loses_no_row_through_crashes() {
     got.dedup();
     assert_eq!(got, rows(&batches));
     delete(&q);
+}
+
+#[test]
+fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
+    use ferry_api::{SinkFactory as _, SourceFactory as _};
+    ferry_api::declare::check_specs(crate::RabbitmqSourceFactory.options(), &[]).unwrap();
+    ferry_api::declare::check_specs(crate::RabbitmqSinkFactory.options(), &[]).unwrap();
 }

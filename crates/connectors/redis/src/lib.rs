@@ -29,9 +29,11 @@ mod tests;
 use std::fmt;
 use std::time::Duration;
 
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::Options;
 use ferry_api::{FerryError, Result};
+use ferry_formats::Secret;
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo};
+use serde_json::Value;
 
 pub use sink::RedisSinkFactory;
 pub use source::RedisSourceFactory;
@@ -45,59 +47,30 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// Redis data types the connector reads and writes (`key` is SeaTunnel's name for string).
 pub(crate) const DATA_TYPES: &[&str] = &["key", "string", "list", "set", "hash", "zset"];
 
-/// Options both the source and the sink accept.
-pub(crate) const CONNECTION_OPTIONS: &[OptionSpec] = &[
-    OptionSpec::required("host", OptionKind::String, "The server's host."),
-    OptionSpec::optional("port", OptionKind::Int, Some("6379"), "The server's port."),
-    OptionSpec::optional(
-        "auth",
-        OptionKind::String,
-        None,
-        "The password (never shown in logs or errors).",
-    ),
-    OptionSpec::optional(
-        "user",
-        OptionKind::String,
-        None,
-        "The ACL user name, with auth.",
-    ),
-    OptionSpec::optional("db_num", OptionKind::Int, Some("0"), "The database index."),
-    OptionSpec::required(
-        "data_type",
-        OptionKind::Enum(DATA_TYPES),
-        "What the keys hold: key or string, list, set, hash, zset.",
-    ),
-    OptionSpec::optional(
-        "batch_size",
-        OptionKind::Int,
-        Some("10"),
-        "Keys per SCAN step (source) or rows per pipeline (sink).",
-    ),
-    OptionSpec::optional(
-        "mode",
-        OptionKind::Enum(&["single", "cluster"]),
-        Some("single"),
-        "single only: cluster mode is not supported yet.",
-    ),
-    OptionSpec::optional(
-        "nodes",
-        OptionKind::List,
-        None,
-        "Cluster nodes (host:port); cluster mode is not supported yet.",
-    ),
-];
+/// Redis deployments; only `single` is supported.
+const MODES: &[&str] = &["single", "cluster"];
 
-/// A password, kept out of `Debug` output (plans and errors print plugins' configs).
-#[derive(Clone, Default)]
-pub(crate) struct Secret(pub Option<String>);
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "<redacted>"
-        } else {
-            "None"
-        })
+ferry_api::declare_options! {
+    /// Options both the source and the sink accept.
+    pub(crate) struct ConnectionOptions => CONNECTION_OPTIONS {
+        /// The server's host.
+        host: String = "host", required;
+        /// The server's port.
+        port: u64 = "port", default 6379;
+        /// The password (never shown in logs or errors).
+        auth: Secret = "auth", optional;
+        /// The ACL user name, with auth.
+        user: String = "user", optional;
+        /// The database index.
+        db_num: i64 = "db_num", default 0;
+        /// What the keys hold: key or string, list, set, hash, zset.
+        data_type: String = "data_type", required, one_of DATA_TYPES;
+        /// Keys per SCAN step (source) or rows per pipeline (sink).
+        batch_size: u64 = "batch_size", default 10;
+        /// single only: cluster mode is not supported yet.
+        mode: String = "mode", default "single", one_of MODES;
+        /// Cluster nodes (host:port); cluster mode is not supported yet.
+        nodes: Vec<Value> = "nodes", optional;
     }
 }
 
@@ -130,7 +103,7 @@ pub(crate) struct Server {
     pub host: String,
     pub port: u16,
     pub user: Option<String>,
-    pub auth: Secret,
+    pub auth: Option<Secret>,
     pub db: i64,
     pub data_type: DataType,
     pub batch_size: usize,
@@ -139,37 +112,37 @@ pub(crate) struct Server {
 impl Server {
     /// Reads the connection options, `data_type` and `batch_size`.
     pub fn read(o: &mut Options) -> Result<Server> {
-        if o.enum_value("mode", &["single", "cluster"])? == Some("cluster") {
+        let c = ConnectionOptions::read(o)?;
+        if c.mode == "cluster" {
             return Err(o.error(
                 "mode",
                 "cluster is not supported yet: connect to one node with mode = single",
             ));
         }
-        if o.list("nodes")?.is_some_and(|n| !n.is_empty()) {
+        if c.nodes.is_some_and(|n| !n.is_empty()) {
             return Err(o.error("nodes", "is for cluster mode, which is not supported yet"));
         }
-        let port = match o.u64("port")?.unwrap_or(6379) {
+        let port = match c.port {
             p @ 1..=65535 => p as u16,
             p => return Err(o.error("port", format!("{p} is not a port"))),
         };
-        let data_type = match o.enum_value("data_type", DATA_TYPES)? {
-            Some("key" | "string") => DataType::String,
-            Some("list") => DataType::List,
-            Some("set") => DataType::Set,
-            Some("hash") => DataType::Hash,
-            Some("zset") => DataType::Zset,
-            _ => return Err(o.error("data_type", "is required but not set")),
+        let data_type = match c.data_type.as_str() {
+            "list" => DataType::List,
+            "set" => DataType::Set,
+            "hash" => DataType::Hash,
+            "zset" => DataType::Zset,
+            _ => DataType::String,
         };
-        let batch_size = match o.u64("batch_size")?.unwrap_or(10) {
+        let batch_size = match c.batch_size {
             n @ 1..=1_000_000 => n as usize,
             n => return Err(o.error("batch_size", format!("{n} is not between 1 and 1000000"))),
         };
         Ok(Server {
-            host: o.required_string("host")?,
+            host: c.host,
             port,
-            user: o.string("user")?.filter(|u| !u.is_empty()),
-            auth: Secret(o.string("auth")?.filter(|a| !a.is_empty())),
-            db: o.i64("db_num")?.unwrap_or(0),
+            user: c.user.filter(|u| !u.is_empty()),
+            auth: c.auth.filter(|a| !a.0.is_empty()),
+            db: c.db_num,
             data_type,
             batch_size,
         })
@@ -191,7 +164,7 @@ impl Server {
         if let Some(u) = &self.user {
             settings = settings.set_username(u);
         }
-        if let Some(p) = &self.auth.0 {
+        if let Some(Secret(p)) = &self.auth {
             settings = settings.set_password(p);
         }
         let info = ConnectionAddr::Tcp(self.host.clone(), self.port)

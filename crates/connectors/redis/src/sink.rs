@@ -4,41 +4,31 @@ use std::sync::Arc;
 
 use arrow::array::Array;
 
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::{OptionSpec, Options};
 use ferry_api::{
-    ChangeBatch, JobContext, Result, Sink, SinkDelivery, SinkFactory, SinkWriter, TableSchema,
-    WriterContext,
+    ChangeBatch, FerryError, JobContext, Result, Sink, SinkDelivery, SinkFactory, SinkWriter,
+    TableSchema, WriterContext,
 };
 use ferry_formats::{text_value, Encoder, Format};
 use serde_json::Value;
 
 use crate::{DataType, Server, CONNECTION_OPTIONS, NAME};
 
-const SINK_ONLY: &[OptionSpec] = &[
-    OptionSpec::required(
-        "key",
-        OptionKind::String,
-        "The key to write to, or the name of a column whose value is each row's key.",
-    ),
-    OptionSpec::optional(
-        "expire",
-        OptionKind::Int,
-        Some("-1"),
-        "Seconds until written keys expire; -1: never.",
-    ),
-    OptionSpec::optional(
-        "format",
-        OptionKind::Enum(&["json", "text"]),
-        Some("json"),
-        "How a row becomes the value written (hashes always take the row's fields).",
-    ),
-    OptionSpec::optional(
-        "field_delimiter",
-        OptionKind::String,
-        Some(","),
-        "Delimiter between values with format = text.",
-    ),
-];
+const FORMATS: &[&str] = &["json", "text"];
+
+ferry_api::declare_options! {
+    /// The sink's own options.
+    struct SinkOptions => SINK_ONLY {
+        /// The key to write to, or the name of a column whose value is each row's key.
+        key: String = "key", required;
+        /// Seconds until written keys expire; -1: never.
+        expire: i64 = "expire", default -1;
+        /// How a row becomes the value written (hashes always take the row's fields).
+        format: String = "format", default "json", one_of FORMATS;
+        /// Delimiter between values with format = text.
+        field_delimiter: String = "field_delimiter", default ",";
+    }
+}
 
 /// SeaTunnel's `Redis` sink.
 pub struct RedisSinkFactory;
@@ -51,8 +41,7 @@ impl SinkFactory for RedisSinkFactory {
         "Writes rows as JSON to Redis strings, lists, sets, sorted sets or hashes"
     }
     fn options(&self) -> &'static [OptionSpec] {
-        static OPTIONS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
-        OPTIONS.get_or_init(|| [CONNECTION_OPTIONS, SINK_ONLY].concat())
+        ferry_api::concat_specs!(CONNECTION_OPTIONS, SINK_ONLY)
     }
     fn create(
         &self,
@@ -61,16 +50,17 @@ impl SinkFactory for RedisSinkFactory {
         _job: &JobContext,
     ) -> Result<Arc<dyn Sink>> {
         let server = Server::read(o)?;
-        let key = o.required_string("key")?;
-        let expire = o.i64("expire")?.unwrap_or(-1);
-        let format = match o.enum_value("format", &["json", "text"])? {
-            Some("text") => Format::Text {
-                delimiter: o.string("field_delimiter")?.unwrap_or_else(|| ",".into()),
+        let SinkOptions {
+            key,
+            expire,
+            format,
+            field_delimiter,
+        } = SinkOptions::read(o)?;
+        let format = match format.as_str() {
+            "text" => Format::Text {
+                delimiter: field_delimiter,
             },
-            _ => {
-                o.string("field_delimiter")?;
-                Format::Json
-            }
+            _ => Format::Json,
         };
         o.finish(self.options())?;
         Ok(Arc::new(RedisSink {
@@ -190,7 +180,12 @@ impl SinkWriter for Writer {
                     .collect();
                 Entry::Fields(key, fields)
             } else {
-                Entry::Value(key, self.encoder.encode(&batch.data, i))
+                Entry::Value(
+                    key,
+                    self.encoder
+                        .encode(&batch.data, i)
+                        .map_err(|e| FerryError::data(NAME, e))?,
+                )
             };
             self.buffer.push(entry);
             if self.buffer.len() >= self.server.batch_size {

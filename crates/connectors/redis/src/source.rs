@@ -5,23 +5,35 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{RecordBatch, StringArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Schema};
-use ferry_api::options::{OptionKind, OptionSpec, Options};
+use ferry_api::options::{OptionSpec, Options};
 use ferry_api::{
     Boundedness, ChangeBatch, EnumeratorContext, FerryError, JobContext, ReadStatus, ReaderContext,
     Result, Source, SourceFactory, SourceReader, Split, SplitEnumerator, TableSchema,
 };
-use ferry_formats::{read_schema, Decoder, Format, OnError, SCHEMA_OPTIONS};
-use serde_json::{json, Value};
+use ferry_formats::{read_schema, Decoder, Format, OnError, OneSplit, SCHEMA_OPTIONS};
+use serde_json::Value;
 
 use crate::{DataType, Server, CONNECTION_OPTIONS, NAME};
 
-const SOURCE_ONLY: &[OptionSpec] = &[
-    OptionSpec::required("keys", OptionKind::String, "The pattern of the keys to read (SCAN's MATCH: `user:*`)."),
-    OptionSpec::optional("format", OptionKind::Enum(&["json", "text"]), None, "Unset: one `content` column with each value's text. json (with a schema): each value decoded as a JSON object. text: split on field_delimiter."),
-    OptionSpec::optional("field_delimiter", OptionKind::String, Some(","), "Delimiter between values with format = text."),
-    OptionSpec::optional("hash_key_parse_mode", OptionKind::Enum(&["all", "kv"]), Some("all"), "For hashes with a format: all gives the whole hash as one JSON text column; kv decodes its fields into the schema's columns."),
-    OptionSpec::optional("format_error_handle_way", OptionKind::Enum(&["fail", "skip"]), Some("fail"), "A value that does not decode stops the job (fail) or is left out (skip)."),
-];
+const FORMATS: &[&str] = &["json", "text"];
+const HASH_MODES: &[&str] = &["all", "kv"];
+const ON_ERROR: &[&str] = &["fail", "skip"];
+
+ferry_api::declare_options! {
+    /// The source's own options.
+    struct SourceOptions => SOURCE_ONLY {
+        /// The pattern of the keys to read (SCAN's MATCH: `user:*`).
+        keys: String = "keys", required;
+        /// Unset: one `content` column with each value's text. json (with a schema): each value decoded as a JSON object. text: split on field_delimiter.
+        format: String = "format", optional, one_of FORMATS;
+        /// Delimiter between values with format = text.
+        field_delimiter: String = "field_delimiter", default ",";
+        /// For hashes with a format: all gives the whole hash as one JSON text column; kv decodes its fields into the schema's columns.
+        hash_key_parse_mode: String = "hash_key_parse_mode", default "all", one_of HASH_MODES;
+        /// A value that does not decode stops the job (fail) or is left out (skip).
+        on_error: String = "format_error_handle_way", default "fail", one_of ON_ERROR;
+    }
+}
 
 /// SeaTunnel's `Redis` source.
 pub struct RedisSourceFactory;
@@ -34,27 +46,24 @@ impl SourceFactory for RedisSourceFactory {
         "Reads the values of the Redis keys matching a pattern (string, list, set, hash, zset)"
     }
     fn options(&self) -> &'static [OptionSpec] {
-        static OPTIONS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
-        OPTIONS.get_or_init(|| [CONNECTION_OPTIONS, SOURCE_ONLY, SCHEMA_OPTIONS].concat())
+        ferry_api::concat_specs!(CONNECTION_OPTIONS, SOURCE_ONLY, SCHEMA_OPTIONS)
     }
     fn create(&self, o: &mut Options, _job: &JobContext) -> Result<Box<dyn Source>> {
         let server = Server::read(o)?;
-        let pattern = o.required_string("keys")?;
-        let kv = o.enum_value("hash_key_parse_mode", &["all", "kv"])? == Some("kv");
-        let on_error = match o.enum_value("format_error_handle_way", &["fail", "skip"])? {
-            Some("skip") => OnError::Skip,
+        let own = SourceOptions::read(o)?;
+        let pattern = own.keys;
+        let kv = own.hash_key_parse_mode == "kv";
+        let on_error = match own.on_error.as_str() {
+            "skip" => OnError::Skip,
             _ => OnError::Fail,
         };
-        let format = match o.enum_value("format", &["json", "text"])? {
+        let format = match own.format.as_deref() {
             None => None,
             Some("text") => Some(Format::Text {
-                delimiter: o.string("field_delimiter")?.unwrap_or_else(|| ",".into()),
+                delimiter: own.field_delimiter,
             }),
             Some(_) => Some(Format::Json),
         };
-        if !matches!(format, Some(Format::Text { .. })) {
-            o.string("field_delimiter")?;
-        }
         let schema = read_schema(o, NAME)?;
         let (table, decoder) = match (format, schema) {
             (None, schema) => {
@@ -142,8 +151,14 @@ impl Source for RedisSource {
         restored: Option<Value>,
     ) -> Result<Box<dyn SplitEnumerator>> {
         // One scan of the keyspace, by reader 0; restored, it is in that reader's state.
-        let pending = restored.and_then(|v| v.as_bool()) != Some(true);
-        Ok(Box::new(Enumerator { pending }))
+        let split = Split::typed(
+            "scan",
+            &Scan {
+                cursor: 0,
+                done: false,
+            },
+        )?;
+        Ok(Box::new(OneSplit::new(split, restored)))
     }
     fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
         Ok(Box::new(Reader {
@@ -158,38 +173,8 @@ impl Source for RedisSource {
     }
 }
 
-struct Enumerator {
-    pending: bool,
-}
-
-impl SplitEnumerator for Enumerator {
-    fn discover(&mut self) -> Result<Vec<(usize, Split)>> {
-        if !std::mem::take(&mut self.pending) {
-            return Ok(Vec::new());
-        }
-        Ok(vec![(
-            0,
-            Split {
-                id: "scan".into(),
-                state: json!({"cursor": 0, "done": false}),
-            },
-        )])
-    }
-    fn is_exhausted(&self) -> bool {
-        !self.pending
-    }
-    fn add_splits_back(&mut self, _splits: Vec<Split>, _reader: usize) {
-        // The one scan starts over from its last state in its new reader: the engine
-        // restores it from the checkpoint, which holds the reader's split.
-        self.pending = true;
-    }
-    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
-        // Whether the scan was handed out (then a reader's state holds it).
-        Ok(json!(!self.pending))
-    }
-}
-
-/// Where a scan has got to: the cursor of the next `SCAN` step.
+/// Where a scan has got to: the cursor of the next `SCAN` step. The split's state.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct Scan {
     cursor: u64,
     done: bool,
@@ -279,15 +264,7 @@ impl Reader {
         match &self.decoder {
             Some(d) => {
                 let refs: Vec<&[u8]> = values.iter().map(String::as_bytes).collect();
-                let decoded = d.decode(NAME, &refs)?;
-                if decoded.skipped > 0 {
-                    tracing::warn!(
-                        skipped = decoded.skipped,
-                        keys = %self.pattern,
-                        "Redis: values that do not decode were left out"
-                    );
-                }
-                Ok(decoded.batch)
+                d.decode_logged(NAME, &self.pattern, &refs)
             }
             None => Ok(RecordBatch::try_new(
                 self.table.schema.clone(),
@@ -300,16 +277,7 @@ impl Reader {
 impl SourceReader for Reader {
     fn add_splits(&mut self, splits: Vec<Split>) -> Result<()> {
         for s in splits {
-            let cursor = match &s.state["cursor"] {
-                Value::Number(n) => n.as_u64(),
-                Value::String(t) => t.parse().ok(),
-                _ => None,
-            }
-            .ok_or_else(|| FerryError::internal(format!("Redis split state {}", s.state)))?;
-            self.scan = Some(Scan {
-                cursor,
-                done: s.state["done"].as_bool().unwrap_or(false),
-            });
+            self.scan = Some(s.read_state::<Scan>()?);
         }
         Ok(())
     }
@@ -354,13 +322,6 @@ impl SourceReader for Reader {
     }
 
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Vec<Split>> {
-        Ok(self
-            .scan
-            .iter()
-            .map(|s| Split {
-                id: "scan".into(),
-                state: json!({"cursor": s.cursor, "done": s.done}),
-            })
-            .collect())
+        self.scan.iter().map(|s| Split::typed("scan", s)).collect()
     }
 }

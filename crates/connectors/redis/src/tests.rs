@@ -361,3 +361,10 @@ fn a_key_naming_a_column_writes_each_row_under_its_value_and_hashes_take_the_fie
     );
     cleanup(&p);
 }
+
+#[test]
+fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
+    use ferry_api::{SinkFactory as _, SourceFactory as _};
+    ferry_api::declare::check_specs(crate::RedisSourceFactory.options(), &[]).unwrap();
+    ferry_api::declare::check_specs(crate::RedisSinkFactory.options(), &[]).unwrap();
+}
