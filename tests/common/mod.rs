@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests.
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -308,4 +310,24 @@ pub fn psql(db: &str, sql: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Creates Kafka topic `name` with `partitions` on the broker at `servers`.
+pub fn create_kafka_topic(servers: &str, name: &str, partitions: i32) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", servers)
+        .create()
+        .expect("a Kafka admin client");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let new = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    for r in rt
+        .block_on(admin.create_topics([&new], &AdminOptions::new()))
+        .expect("topics created")
+    {
+        r.expect("the topic created");
+    }
 }

@@ -2,6 +2,8 @@
 
 mod jobs;
 mod registry;
+mod runner;
+mod serve;
 mod spark;
 
 use std::io::IsTerminal;
@@ -13,10 +15,9 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use ferry_api::{FerryError, OptionSpec};
-use ferry_checkpoint::{CheckpointStore, FileStore, JobInfo, JobLock, JobState, MemoryStore};
 use ferry_engine::{Metrics, RunOutcome, StopHandle};
 use ferry_plan::jobdir::checkpoint_dir_or_default;
-use ferry_plan::{build_plan, PlanOptions, StopRequest, StopRequests};
+use ferry_plan::{build_plan, PlanOptions};
 
 /// Ferry moves data between systems, in batch and streaming, from SeaTunnel job files.
 #[derive(Parser, Debug)]
@@ -49,6 +50,10 @@ enum Command {
     Savepoint(ControlArgs),
     /// Ask a running job to stop at once, without a checkpoint.
     Cancel(ControlArgs),
+    /// Run a job server: SeaTunnel's REST API (v2), Prometheus metrics at /metrics and a
+    /// web page, for many jobs with checkpoints; jobs that were running resume when it
+    /// starts again (see docs/server.md).
+    Serve(serve::ServeArgs),
 }
 
 /// The job file: `ferry run job.conf`, or SeaTunnel's `-c/--config job.conf` (one of the two).
@@ -108,6 +113,11 @@ struct RunArgs {
     /// with a notice: there is no cluster to submit to).
     #[arg(long, short = 'm', value_name = "MASTER")]
     master: Option<String>,
+    /// Serve the job's metrics in Prometheus' text format at http://ADDR/metrics while
+    /// it runs (the names `ferry serve` uses; loopback addresses only, e.g.
+    /// 127.0.0.1:9250).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
 }
 
 impl JobArgs {
@@ -144,6 +154,7 @@ fn main() -> ExitCode {
         Command::Jobs { checkpoint_dir } => jobs::list(&checkpoint_dir_or_default(checkpoint_dir)),
         Command::Savepoint(args) => jobs::control(args, "savepoint"),
         Command::Cancel(args) => jobs::control(args, "cancel"),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(code) => code,
@@ -199,13 +210,6 @@ fn check(args: JobArgs) -> Result<ExitCode, FerryError> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
     if args.from_scratch && args.job_id.is_none() && args.checkpoint_dir.is_none() {
         return Err(FerryError::config(
@@ -213,38 +217,24 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
         ));
     }
     if args.engine == Engine::Spark {
+        if args.metrics_listen.is_some() {
+            return Err(FerryError::config(
+                "--metrics-listen serves the embedded engine's counters; Spark has its own metrics (its UI and sinks)",
+            ));
+        }
         return spark::run(&args);
     }
     embedded_master(args.master.as_deref())?;
     let plan = load_plan(&args.job, args.job_id.clone())?;
-    // The lock is held until this function returns (or the process dies): one run per
-    // job directory, taken before anything in the directory changes.
-    let (mut file_store, _job_lock) = match (&args.job_id, &args.checkpoint_dir) {
-        (None, None) => (None, None),
-        _ => {
-            let dir = checkpoint_dir_or_default(args.checkpoint_dir.clone());
-            let id = plan.job.job_id.clone();
-            let root = ferry_checkpoint::job_dir(&dir, &id)?;
-            let lock = JobLock::acquire(&root, &id)?;
-            ferry_plan::jobdir::check_engine(&root, &id, ferry_plan::jobdir::LOCAL_ENGINE)?;
-            // Whether a changed job file may resume is decided against the latest
-            // checkpoint, when the engine restores it.
-            let mut store =
-                FileStore::open(&dir, &id, &plan.fingerprint, plan.checkpoint.retained)?;
-            if args.from_scratch {
-                match store.discard_history()? {
-                    Some(aside) => eprintln!(
-                        "ferry: --from-scratch: job '{id}' starts anew; its old checkpoints are in {}",
-                        aside.display()
-                    ),
-                    None => eprintln!(
-                        "ferry: --from-scratch: job '{id}' has no checkpoints to set aside"
-                    ),
-                }
-            }
-            store.fingerprint()?;
-            (Some(store), Some(lock))
-        }
+    // The lock is held until the directory is dropped (or the process dies): one run per
+    // job directory.
+    let dir = match (&args.job_id, &args.checkpoint_dir) {
+        (None, None) => None,
+        _ => Some(runner::JobDir::open(
+            &checkpoint_dir_or_default(args.checkpoint_dir.clone()),
+            &plan,
+            args.from_scratch,
+        )?),
     };
     eprintln!(
         "ferry: job '{}' ({}), delivery {}",
@@ -252,65 +242,28 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
         ferry_plan::mode_name(plan.job.mode),
         plan.delivery
     );
-    let stop = StopHandle::default();
-    let mut memory_store = MemoryStore::default();
-    let state = |store: &Option<FileStore>, s: JobState, last: Option<u64>| {
-        if let Some(fs) = store {
-            let _ = fs.set_state(&JobInfo {
-                job_id: plan.job.job_id.clone(),
-                state: s,
-                pid: std::process::id(),
-                engine: ferry_plan::jobdir::LOCAL_ENGINE.into(),
-                last_checkpoint: last,
-                updated: now_secs(),
-            });
-        }
-    };
-    // A request left over from an earlier run goes before the state says running: one
-    // sent once it does (`ferry savepoint` right after start) must not be lost.
-    let requests = StopRequests::new(file_store.as_ref().map(|s| s.root()));
-    state(&file_store, JobState::Running, None);
-    let watcher = watch_stop_requests(stop.clone(), requests)?;
     let metrics = Arc::new(Metrics::default());
+    let _metrics_server = match &args.metrics_listen {
+        Some(addr) => Some(serve::serve_run_metrics(addr, &plan, metrics.clone())?),
+        None => None,
+    };
     let progress = start_progress(metrics.clone());
     let started = Instant::now();
-    let result = {
-        let store: &mut dyn CheckpointStore = match file_store.as_mut() {
-            Some(s) => s,
-            None => &mut memory_store,
-        };
-        ferry_engine::run(
-            &plan,
-            store,
-            stop,
-            metrics.clone(),
-            plan.checkpoint.retry_times,
-            plan.checkpoint.retry_interval,
-        )
-    };
-    watcher.store(true, Ordering::SeqCst);
+    let result = runner::execute(
+        &plan,
+        dir,
+        StopHandle::default(),
+        metrics.clone(),
+        runner::Signals::Watch,
+    );
     progress.store(true, Ordering::SeqCst);
     let elapsed = started.elapsed();
-    let last = file_store
-        .as_mut()
-        .and_then(|s| s.latest().ok().flatten())
-        .map(|(d, _)| d.id);
     match result {
         Ok(outcome) => {
-            state(
-                &file_store,
-                if outcome == RunOutcome::Savepoint {
-                    JobState::Savepoint
-                } else {
-                    JobState::Finished
-                },
-                last,
-            );
             eprintln!("{}", summary(&plan, &metrics, elapsed, outcome));
             Ok(ExitCode::SUCCESS)
         }
         Err(FerryError::Cancelled) => {
-            state(&file_store, JobState::Cancelled, last);
             eprintln!(
                 "ferry: job '{}' cancelled after {:.2} s",
                 plan.job.job_name,
@@ -318,10 +271,7 @@ fn run(args: RunArgs) -> Result<ExitCode, FerryError> {
             );
             Ok(ExitCode::from(130))
         }
-        Err(e) => {
-            state(&file_store, JobState::Failed, last);
-            Err(e)
-        }
+        Err(e) => Err(e),
     }
 }
 
@@ -374,36 +324,22 @@ fn summary(
     )
 }
 
-/// SIGTERM / SIGINT, or a `control` file written by `ferry savepoint|cancel`, stop the job
-/// (the rules are `ferry_plan::stop`'s, which the Spark driver follows too).
-fn watch_stop_requests(
-    stop: StopHandle,
-    mut requests: StopRequests,
-) -> Result<Arc<AtomicBool>, FerryError> {
-    let term = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, term.clone())
-            .map_err(|e| FerryError::internal(format!("cannot handle signals: {e}")))?;
+/// Source readers' own figures for the progress line (`, lag_bytes 1200, streaming 1`):
+/// each name summed over the readers reporting it (lags in bytes or messages add up), but
+/// for times, which take the largest.
+fn figures_text(figures: &[(String, usize, &'static str, f64)]) -> String {
+    let mut sums: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
+    for (_, _, name, v) in figures {
+        let e = sums.entry(name).or_default();
+        *e = if name.ends_with("_seconds") {
+            e.max(*v)
+        } else {
+            *e + v
+        };
     }
-    let done = Arc::new(AtomicBool::new(false));
-    let done2 = done.clone();
-    std::thread::Builder::new()
-        .name("stop-watch".into())
-        .spawn(move || {
-            while !done2.load(Ordering::SeqCst) {
-                if term.swap(false, Ordering::SeqCst) && requests.signal() {
-                    eprintln!("ferry: stop requested; taking a savepoint");
-                }
-                match requests.poll() {
-                    Some(StopRequest::Cancel) => stop.request_cancel(),
-                    Some(StopRequest::Savepoint) => stop.request_savepoint(),
-                    None => {}
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-        .map_err(|e| FerryError::internal(e.to_string()))?;
-    Ok(done)
+    sums.iter()
+        .map(|(n, v)| format!(", {n} {}", (v * 100.0).round() / 100.0))
+        .collect()
 }
 
 /// A progress line on a terminal, for runs longer than a second.
@@ -425,8 +361,9 @@ fn start_progress(metrics: Arc<Metrics>) -> Arc<AtomicBool> {
                     let written: u64 = metrics.written().values().sum();
                     let secs = start.elapsed().as_secs_f64();
                     eprint!(
-                        "\r\x1b[2Kferry: {secs:.0} s, read {read}, written {written}, {:.0} rows/s",
-                        read as f64 / secs
+                        "\r\x1b[2Kferry: {secs:.0} s, read {read}, written {written}, {:.0} rows/s{}",
+                        read as f64 / secs,
+                        figures_text(&metrics.figures())
                     );
                     printed = true;
                 }
@@ -515,6 +452,17 @@ fn connectors(name: Option<&str>) -> Result<ExitCode, FerryError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn figures_sum_over_readers_and_times_take_the_largest() {
+        let f = vec![
+            ("cdc".to_string(), 0, "lag_bytes", 100.0),
+            ("cdc".to_string(), 1, "lag_bytes", 20.0),
+            ("cdc".to_string(), 0, "lag_seconds", 1.5),
+            ("cdc".to_string(), 1, "lag_seconds", 0.25),
+        ];
+        assert_eq!(super::figures_text(&f), ", lag_bytes 120, lag_seconds 1.5");
+    }
+
     use super::log_colours;
     use std::ffi::OsStr;
 

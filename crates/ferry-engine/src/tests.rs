@@ -568,3 +568,31 @@ fn neither_engine_depends_on_the_other_and_both_on_the_planner() {
     );
     assert!(engine.contains("ferry-plan") && spark.contains("ferry-plan"));
 }
+
+#[test]
+fn no_connector_depends_on_another() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../connectors");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let manifest = entry.unwrap().path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        seen += 1;
+        let own = text
+            .lines()
+            .find_map(|l| l.strip_prefix("name = "))
+            .unwrap()
+            .trim_matches('"')
+            .to_string();
+        for line in text.lines() {
+            let dep = line.split([' ', '=']).next().unwrap_or("");
+            // The test kit is the one shared crate named like a connector.
+            if dep.starts_with("ferry-connector-") && dep != own && dep != "ferry-connector-testkit"
+            {
+                panic!("{} depends on {dep}", manifest.display());
+            }
+        }
+    }
+    assert!(seen >= 10, "found only {seen} connector manifests in {dir}");
+}

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::faults::crash_point;
 use super::messages::{Control, Event};
 use super::{spawn, RunOutcome, StopHandle};
+use crate::metrics::Metrics;
 
 /// How often an enumerator that is not exhausted is asked to discover splits.
 pub(super) const DISCOVER_EVERY: Duration = Duration::from_millis(200);
@@ -147,6 +148,8 @@ pub(super) struct Coordinator<'a> {
     /// Index among all readers of reader 0 of each source.
     pub(super) first_reader: Vec<usize>,
     pub(super) catch_up: CatchUp,
+    /// Checkpoint statistics go here.
+    pub(super) metrics: Arc<Metrics>,
 }
 
 /// What `checkpoint.on-idle` triggers on: which readers have caught up with their input,
@@ -258,6 +261,7 @@ impl Coordinator<'_> {
             }
             if let Some(f) = &inflight {
                 if f.started.elapsed() > Duration::from_millis(self.plan.checkpoint.timeout_ms) {
+                    self.metrics.checkpoint_failed();
                     return Err(FerryError::external(
                         "checkpoint",
                         format!(
@@ -293,7 +297,12 @@ impl Coordinator<'_> {
                     exhausted,
                 } => self.discovered(source, enumerator, found, exhausted)?,
                 Event::Failed(FerryError::Cancelled) if self.cancel.load(Ordering::SeqCst) => {}
-                Event::Failed(e) => return Err(e),
+                Event::Failed(e) => {
+                    if inflight.is_some() {
+                        self.metrics.checkpoint_failed();
+                    }
+                    return Err(e);
+                }
                 Event::ReaderFinished {
                     source,
                     subtask,
@@ -438,7 +447,23 @@ impl Coordinator<'_> {
         })
     }
 
-    pub(super) fn complete(&mut self, mut f: InFlight) -> Result<()> {
+    pub(super) fn complete(&mut self, f: InFlight) -> Result<()> {
+        let (id, started) = (f.id, f.started);
+        match self.complete_inner(f) {
+            Ok(bytes) => {
+                self.metrics
+                    .checkpoint_completed(id, started.elapsed(), bytes);
+                Ok(())
+            }
+            Err(e) => {
+                self.metrics.checkpoint_failed();
+                Err(e)
+            }
+        }
+    }
+
+    /// Stores, publishes and completes checkpoint `f`; returns the size of its state.
+    fn complete_inner(&mut self, mut f: InFlight) -> Result<u64> {
         for (k, c) in f.commits.iter().enumerate() {
             f.data.sinks[k].commits = c.clone();
         }
@@ -465,8 +490,13 @@ impl Coordinator<'_> {
             ms = f.started.elapsed().as_millis() as u64,
             "checkpoint complete"
         );
-        Ok(())
+        Ok(state_size(&f.data))
     }
+}
+
+/// The size of a checkpoint's state: its JSON (snapshots, prepared commits, layout).
+fn state_size(data: &CheckpointData) -> u64 {
+    serde_json::to_vec(data).map_or(0, |v| v.len() as u64)
 }
 
 #[cfg(test)]

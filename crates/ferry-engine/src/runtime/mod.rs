@@ -229,7 +229,14 @@ fn run_once(
             // Transforms fan out by stream here, so the chain holds none: they are the
             // routes' (each a `ChainedTransform` of the same executor).
             let chain = SourceChain::new(plan, i, reader, &[])?;
-            let routes = build_routes(plan, &node.output, subtask, &sink_txs, &mut sender_ids)?;
+            let routes = build_routes(
+                plan,
+                &node.output,
+                subtask,
+                &sink_txs,
+                &mut sender_ids,
+                &metrics,
+            )?;
             reader_tasks.push(ReaderTask {
                 readiness,
                 chain,
@@ -241,7 +248,9 @@ fn run_once(
                 subtask,
                 index: reader_tasks.len(),
                 report_caught_up: plan.checkpoint.on_idle,
-                rows: metrics.source_counter(&node.output),
+                rows: metrics.source_flow(&node.output),
+                metrics: metrics.clone(),
+                stream: node.output.clone(),
             });
         }
         controls.push(ctl);
@@ -264,7 +273,7 @@ fn run_once(
             let writer = node.sink.create_writer(&ctx, restored)?;
             let ev = ev_tx.clone();
             let senders = sender_ids[k];
-            let rows = metrics.sink_counter(&node.label);
+            let rows = metrics.sink_flow(&node.label);
             threads.push(spawn(
                 &format!("sink-{}-{subtask}", node.plugin),
                 move || {
@@ -315,6 +324,7 @@ fn run_once(
             })
             .collect(),
         catch_up: CatchUp::new(total_readers),
+        metrics: metrics.clone(),
     };
     let result = coord.run();
     if result.is_err() {

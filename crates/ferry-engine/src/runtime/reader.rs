@@ -2,15 +2,16 @@
 //! (`ferry_plan::SourceChain`), runs the transforms downstream of it in the same thread
 //! ([`Route::Transform`]) and sends rows, barriers and end of input to the writers.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use ferry_api::{ChangeBatch, FerryError, Result, MAX_IDLE_WITH_READINESS};
 use ferry_plan::{ChainedTransform, JobPlan, Polled, SourceChain};
 
 use super::messages::{Control, Event, Msg};
+use crate::metrics::{Flow, Metrics};
 
 /// One downstream edge of a stream inside a reader thread.
 pub(super) enum Route {
@@ -24,6 +25,8 @@ pub(super) enum Route {
         txs: Vec<Sender<(usize, Msg)>>,
         target: usize,
         sender_id: usize,
+        /// The sink's counters: time spent waiting on a full channel is backpressure.
+        flow: Arc<Flow>,
     },
 }
 
@@ -35,11 +38,12 @@ pub(super) fn build_routes(
     subtask: usize,
     sink_txs: &[Vec<Sender<(usize, Msg)>>],
     sender_ids: &mut [usize],
+    metrics: &Metrics,
 ) -> Result<Vec<Route>> {
     let mut routes = Vec::new();
     let readers = plan.readers_of(stream);
     for t in readers.transforms.iter().map(|t| &plan.transforms[*t]) {
-        let next = build_routes(plan, &t.output, subtask, sink_txs, sender_ids)?;
+        let next = build_routes(plan, &t.output, subtask, sink_txs, sender_ids, metrics)?;
         routes.push(Route::Transform {
             transform: ChainedTransform::new(t)?,
             next,
@@ -51,6 +55,7 @@ pub(super) fn build_routes(
             txs: sink_txs[k].clone(),
             target: subtask % s.parallelism,
             sender_id: sender_ids[k],
+            flow: metrics.sink_flow(&s.label),
         });
         sender_ids[k] += 1;
     }
@@ -82,8 +87,14 @@ pub(super) struct ReaderTask {
     pub(super) index: usize,
     /// Whether to tell the coordinator when this reader catches up (`checkpoint.on-idle`).
     pub(super) report_caught_up: bool,
-    pub(super) rows: Arc<AtomicU64>,
+    pub(super) rows: Arc<Flow>,
+    /// Where the reader's own figures go, and under which stream.
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) stream: String,
 }
+
+/// How often a reader is asked for its own figures.
+const FIGURES_EVERY: Duration = Duration::from_secs(1);
 
 impl ReaderTask {
     pub(super) fn run(&mut self) -> Result<()> {
@@ -94,9 +105,18 @@ impl ReaderTask {
         let mut pending = false;
         let mut last_barrier = None;
         let mut reported_caught_up = false;
+        let mut figures_at: Option<Instant> = None;
         loop {
             if self.cancel.load(Ordering::Relaxed) {
                 return Ok(());
+            }
+            if figures_at.is_none_or(|t| t.elapsed() >= FIGURES_EVERY) {
+                figures_at = Some(Instant::now());
+                let figures = self.chain.reader().figures();
+                if !figures.is_empty() {
+                    self.metrics
+                        .set_figures(&self.stream, self.subtask, &figures);
+                }
             }
             // Control first: a barrier goes out between two polls, after every row already emitted.
             let ctl = if finished || !idle_for.is_zero() {
@@ -149,7 +169,8 @@ impl ReaderTask {
             match self.chain.poll(|b| b)? {
                 Polled::Batch { read: 0, .. } => continue,
                 Polled::Batch { read, out } => {
-                    self.rows.fetch_add(read as u64, Ordering::Relaxed);
+                    let bytes = out.as_ref().map_or(0, |b| b.data.get_array_memory_size());
+                    self.rows.add(read, bytes);
                     if let Some(b) = out {
                         emit(&mut self.routes, b)?;
                     }
@@ -240,10 +261,19 @@ pub(super) fn emit(routes: &mut [Route], batch: ChangeBatch) -> Result<()> {
                 txs,
                 target,
                 sender_id,
+                flow,
             } => {
-                txs[*target]
-                    .send((*sender_id, Msg::Data(b)))
-                    .map_err(|_| FerryError::Cancelled)?;
+                // A full channel is the sink holding the source back: time the wait.
+                match txs[*target].try_send((*sender_id, Msg::Data(b))) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(m)) => {
+                        let started = Instant::now();
+                        txs[*target].send(m).map_err(|_| FerryError::Cancelled)?;
+                        flow.wait_ns
+                            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    }
+                    Err(TrySendError::Disconnected(_)) => return Err(FerryError::Cancelled),
+                }
             }
         }
     }

@@ -2,12 +2,12 @@
 //! mode), prepares commits and acknowledges checkpoints.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_channel::{Receiver, Sender};
 use ferry_api::Result;
 
 use super::messages::{Event, Msg};
+use crate::metrics::Flow;
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn writer_loop(
@@ -18,7 +18,7 @@ pub(super) fn writer_loop(
     sink: usize,
     subtask: usize,
     ev: &Sender<Event>,
-    rows: &AtomicU64,
+    rows: &Flow,
 ) -> Result<()> {
     // Senders are numbered per sink across all readers; this writer hears from a subset.
     let mut barrier_from: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
@@ -40,7 +40,7 @@ pub(super) fn writer_loop(
         }
         match msg {
             Msg::Data(b) => {
-                rows.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                rows.add(b.num_rows(), b.data.get_array_memory_size());
                 writer.write(&b)?;
             }
             Msg::Barrier(id) => {
