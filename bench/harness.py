@@ -247,6 +247,8 @@ class Tool:
     env: dict = field(default_factory=dict)
     rows_from_stdout: bool = False  # blackhole workloads: rows as the tool reports them
     note: str = ""
+    before: object = None           # called before each run (e.g. truncate a target table)
+    db_check: object = None         # called after each successful run: the checksum of a table
     runs: list = field(default_factory=list)
     checks: list = field(default_factory=list)
     out_bytes: int = 0
@@ -283,15 +285,19 @@ def run_workload(title, tools, workdir, env, expected=None, verbose=True):
                 shutil.rmtree(out)
             out.mkdir(parents=True)
             cmd = [str(c).replace("{out}", str(out)) for c in t.cmd]
+            if t.before:
+                t.before()
             run = measure(cmd, env={**env, **t.env}, workdir=workdir)
             t.runs.append(run)
             status = "ok" if run.rc == 0 else f"FAILED rc={run.rc}"
             if run.rc != 0:
                 sys.stderr.write(f"--- {t.name} stderr ---\n{run.stderr[-2000:]}\n")
-            if t.output and run.rc == 0:
+            if t.db_check and run.rc == 0:
+                t.checks.append(t.db_check())
+            elif t.output and run.rc == 0:
                 files = data_files(out)
                 t.out_bytes = sum(os.path.getsize(f) for f in files)
-                t.checks.append(checksum(files, t.output))
+                t.checks.append(parquet_checksum_jdbc(files) if t.output == "jdbc_parquet" else checksum(files, t.output))
             elif t.rows_from_stdout and run.rc == 0:
                 rows = ferry_rows(run.stdout, run.stderr) if t.name.startswith("ferry") else peer_rows(run.stdout)
                 t.checks.append([rows])
@@ -303,7 +309,7 @@ def run_workload(title, tools, workdir, env, expected=None, verbose=True):
     return tools
 
 
-def summarize(t: Tool, expected=None, expected_rows=None) -> dict:
+def summarize(t: Tool, expected=None, expected_rows=None, names=CHECK_NAMES) -> dict:
     ok_runs = [r for r in t.runs if r.rc == 0]
     s = {"name": t.name, "kind": t.kind, "note": t.note, "runs": len(t.runs),
          "failed": len(t.runs) - len(ok_runs), "cmd": " ".join(shlex.quote(str(c)) for c in t.cmd)}
@@ -332,8 +338,8 @@ def summarize(t: Tool, expected=None, expected_rows=None) -> dict:
         if expected is not None:
             s["verdict"] = "✓ same rows" if consistent and first == expected else "✗ different rows"
             if first != expected:
-                diffs = [f"{n} {a} ≠ {b}" for n, a, b in zip(CHECK_NAMES, first, expected) if a != b]
-                s["mismatch"] = diffs[0] + (f"; {len(diffs) - 1} of the 6 sums differ too" if len(diffs) > 1 else "")
+                diffs = [f"{n} {a} ≠ {b}" for n, a, b in zip(names, first, expected) if a != b]
+                s["mismatch"] = diffs[0] + (f"; {len(diffs) - 1} more of the {len(names) - 1} sums differ too" if len(diffs) > 1 else "")
         elif expected_rows is not None:
             s["verdict"] = "✓ count" if consistent and rows == expected_rows else f"✗ {rows} rows"
         else:
@@ -471,6 +477,16 @@ def versions(ferry: str) -> dict:
         r = subprocess.run([str(FLINK_PY), "-c", "import importlib.metadata as m; print(m.version('apache-flink'))"],
                            capture_output=True, text=True)
         v["apache-flink"] = r.stdout.strip() or "?"
+    for label, cmd in (("postgresql", PSQL + ["-tAc", "SHOW server_version"]),
+                       ("mariadb", MYSQL + ["-N", "-e", "SELECT version()"]),
+                       ("duckdb (postgres scanner venv)", [str(PGSCAN_PY), "-c", "import duckdb; print(duckdb.__version__)"]),
+                       ("adbc-driver-postgresql", [str(VENV_PY), "-c", "import adbc_driver_postgresql as a; print(a.__version__)"])):
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd="/tmp", timeout=30)
+            if r.returncode == 0 and r.stdout.strip():
+                v[label] = r.stdout.strip().split()[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
     sling = Path(sling_bin())
     if sling.exists():
         r = subprocess.run([str(sling), "--version"], capture_output=True, text=True)
@@ -517,6 +533,204 @@ def csv_checksum(files: list) -> list:
     return [int(x) for x in con.execute(CHECKSUM.format(rel=rel)).fetchone()]
 
 
+# ------------------------------------------------------------- workload 8: Jdbc (PostgreSQL)
+
+PSQL = ["psql", "-h", "127.0.0.1", "-p", "5432", "-U", "postgres", "-d", "test", "-X", "-q", "-v", "ON_ERROR_STOP=1"]
+MYSQL = ["mysql", "-h", "127.0.0.1", "-P", "3306", "-uroot"]
+PGSCAN_PY = HERE / ".venv-pgscan" / "bin" / "python"
+# (name, PostgreSQL expression over the source or a target table, DuckDB expression over
+# a tool's Parquet output). The DuckDB side casts, so that a tool writing numeric as text
+# (ADBC) or uuid as a string (Ferry) is checked on the values, not the physical type.
+JDBC_CHECKS = [
+    ("rows", "count(*)", "count(*)"),
+    ("sum(id)", "sum(id)", "sum(CAST(id AS BIGINT))"),
+    ("sum(user_id)", "sum(user_id)", "sum(CAST(user_id AS BIGINT))"),
+    ("sum(qty)", "sum(qty)", "sum(CAST(qty AS BIGINT))"),
+    ("sum(small)", "sum(small)", "sum(CAST(small AS BIGINT))"),
+    ("sum(big)", "sum(big)", "sum(CAST(big AS BIGINT))"),
+    ("sum(amount·100)", "sum(amount * 100)::int8", "sum(CAST(CAST(amount AS DECIMAL(14,2)) * 100 AS BIGINT))"),
+    ("sum(round(score·1000))", "sum(round(score * 1000))::int8", "sum(CAST(round(CAST(score AS DOUBLE) * 1000) AS BIGINT))"),
+    ("sum(len name)", "sum(length(name))", "sum(length(CAST(name AS VARCHAR)))"),
+    ("sum(len code)", "sum(length(code))", "sum(length(CAST(code AS VARCHAR)))"),
+    ("sum(flag)", "sum(flag::int)", "sum(CAST(flag AS INTEGER))"),
+    ("sum(day)", "sum(day - date '1970-01-01')", "sum(date_diff('day', DATE '1970-01-01', CAST(day AS DATE)))"),
+    ("sum(epoch ts)", "sum(extract(epoch from ts)::int8)", "sum(CAST(epoch(CAST(ts AS TIMESTAMP)) AS BIGINT))"),
+    ("sum(epoch tstz)", "sum(extract(epoch from tstz)::int8)", "sum(CAST(epoch(CAST(tstz AS TIMESTAMPTZ)) AS BIGINT))"),
+    ("sum(len uid text)", "sum(length(uid::text))", "sum(length(CAST(uid AS VARCHAR)))"),
+    ("sum(bytes payload)", "sum(length(payload))", "sum(octet_length(CAST(payload AS BLOB)))"),
+    ("sum(len note)", "sum(length(note))", "sum(length(CAST(note AS VARCHAR)))"),
+]
+JDBC_CHECK_NAMES = [c[0] for c in JDBC_CHECKS]
+
+
+def psql(sql: str, *vars_) -> str:
+    cmd = PSQL + ["-tA"] + [a for v in vars_ for a in ("-v", v)] + ["-c", sql]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, cwd="/tmp").stdout.strip()
+
+
+def pg_checksum(table: str) -> list:
+    row = psql("SELECT " + ", ".join(c[1] for c in JDBC_CHECKS) + f" FROM {table}")
+    return [int(x or 0) for x in row.split("|")]
+
+
+def parquet_checksum_jdbc(files: list) -> list:
+    import duckdb
+    if not files:
+        return [0] * len(JDBC_CHECKS)
+    flist = "[" + ", ".join(f"'{f}'" for f in files) + "]"
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET enable_progress_bar = false")
+    try:
+        row = con.execute("SELECT " + ", ".join(c[2] for c in JDBC_CHECKS) + f" FROM read_parquet({flist})").fetchone()
+    except duckdb.Error:
+        # A column that cannot even be cast (e.g. bytes written as escaped text): -1 for it.
+        row = []
+        for c in JDBC_CHECKS:
+            try:
+                row.append(con.execute(f"SELECT {c[2]} FROM read_parquet({flist})").fetchone()[0])
+            except duckdb.Error:
+                row.append(-1)
+    return [int(x or 0) for x in row]
+
+
+def ensure_pg_table(rows: int) -> str:
+    """ferry_bench.jdbc_<rows>: created once by bench/sql/jdbc_source.sql, then reused."""
+    name = f"jdbc_{rows}"
+    have = psql(f"SELECT count(*) FROM pg_tables WHERE schemaname = 'ferry_bench' AND tablename = '{name}'")
+    if have == "1" and psql(f"SELECT count(*) FROM ferry_bench.{name}") == str(rows):
+        return f"ferry_bench.{name}"
+    print(f"bench: creating ferry_bench.{name} ({rows:,} rows) in PostgreSQL ...", flush=True)
+    t = time.perf_counter()
+    subprocess.run(PSQL + ["-v", f"rows={rows}", "-v", f"tbl={name}", "-f", str(HERE / "sql" / "jdbc_source.sql")],
+                   check=True, cwd="/tmp")
+    print(f"bench: created in {time.perf_counter() - t:.0f} s", flush=True)
+    return f"ferry_bench.{name}"
+
+
+def ensure_mariadb_table(pg_table: str, rows: int) -> str:
+    """The same rows in MariaDB (ferry_bench.jdbc_<rows>), loaded once from a text COPY."""
+    name = pg_table.split(".")[1]
+    r = subprocess.run(MYSQL + ["-N", "-e", f"SELECT count(*) FROM ferry_bench.{name}"], capture_output=True, text=True)
+    if r.returncode == 0 and r.stdout.strip() == str(rows):
+        return f"ferry_bench.{name}"
+    print(f"bench: loading ferry_bench.{name} into MariaDB ...", flush=True)
+    tsv = Path("/tmp") / f"ferry_bench_{name}.tsv"
+    psql(f"\\copy (SELECT id, user_id, qty, small, big, amount, score, name, code, flag::int, day, ts, "
+         f"tstz AT TIME ZONE 'UTC', uid, encode(payload, 'hex'), note FROM {pg_table}) TO '{tsv}'")
+    ddl = (HERE / "sql" / "jdbc_mariadb.sql").read_text().replace("jdbc_2m", name)
+    subprocess.run(MYSQL, input=ddl, text=True, check=True)
+    subprocess.run(MYSQL + ["--local-infile=1", "-e",
+                            f"LOAD DATA LOCAL INFILE '{tsv}' INTO TABLE ferry_bench.{name} (id, user_id, qty, small, "
+                            "big, amount, score, name, code, flag, day, ts, tstz, uid, @p, note) SET payload = UNHEX(@p)"],
+                   check=True)
+    tsv.unlink(missing_ok=True)
+    return f"ferry_bench.{name}"
+
+
+def jdbc_workload(args, ferry, env, work, fast, slow, want, results):
+    jrows = args.jdbc_rows
+    src = ensure_pg_table(jrows)
+    print(f"bench: workload 8, Jdbc, {src} ({jrows:,} rows, "
+          f"{psql(f'SELECT pg_size_pretty(pg_total_relation_size($${src}$$))')})", flush=True)
+    t = time.perf_counter()
+    expected = pg_checksum(src)
+    print(f"bench: expected checksum in {time.perf_counter() - t:.1f} s: {expected}", flush=True)
+    my = ensure_mariadb_table(src, jrows)
+    target = "ferry_bench.jdbc_target"
+    psql(f"DROP TABLE IF EXISTS {target}; CREATE TABLE {target} (LIKE {src})")
+    py = str(VENV_PY)
+    peer = str(PEERS)
+    pgurl = "jdbc:postgresql://127.0.0.1:5432/test"
+
+    def ferry_job(job, **variables):
+        cmd = [ferry, "run", str(JOBS / job)]
+        for k, v in variables.items():
+            cmd += ["-i", f"{k}={v}"]
+        return cmd
+
+    # (a) PostgreSQL -> Snappy Parquet
+    pq_job = ferry_job("jdbc_to_parquet.conf", table_path=f"test.{src}", output="{out}", parallelism=2)
+    sling_env = {"PG": "postgresql://postgres@127.0.0.1:5432/test?sslmode=disable",
+                 "DUCKDB_PATH": str(HERE / ".venv-pgscan" / "bin" / "duckdb")}
+    tools = [
+        Tool("ferry", pq_job, fast, output="jdbc_parquet"),
+        Tool("ferry (A/A)", pq_job, fast, output="jdbc_parquet", note="same command again: the noise"),
+        Tool("duckdb postgres scanner", [str(PGSCAN_PY), peer, "pg2pq-duckdb", src, "{out}"], fast, output="jdbc_parquet",
+             note="duckdb-extension-postgres 1.5.5 from PyPI, duckdb 1.5.5"),
+        Tool("adbc + pyarrow", [py, peer, "pg2pq-adbc", src, "{out}"], fast, output="jdbc_parquet",
+             note="adbc-driver-postgresql → pyarrow ParquetWriter"),
+        Tool("sling", [sling_bin(), "run", "--src-conn", "PG", "--src-stream", src, "--tgt-object",
+                       "file://{out}/t.parquet"], slow, output="jdbc_parquet", env=sling_env,
+             note="writes Parquet through the DuckDB CLI 1.5.5 (json and httpfs extensions from PyPI)"),
+        Tool("psql \\copy binary → /dev/null", PSQL + ["-c", f"\\copy (SELECT * FROM {src}) TO '/dev/null' (FORMAT binary)"],
+             fast, kind="reference"),
+    ]
+    tools = [t for t in tools if want(t.name)]
+    run_workload("8a", tools, work, env)
+    res = []
+    for t in tools:
+        s = summarize(t, expected if t.output else None, names=JDBC_CHECK_NAMES)
+        if t.kind == "reference" and "wall_median" in s:
+            s["rows"], s["rows_per_s"], s["verdict"] = jrows, jrows / s["wall_median"], "reference"
+        res.append(s)
+    results["jdbc_parquet"] = res
+
+    # (b) PostgreSQL -> PostgreSQL, (c) MariaDB -> PostgreSQL: the target truncated before each run
+    def truncate():
+        psql(f"TRUNCATE {target}")
+
+    def target_check():
+        return pg_checksum(target)
+
+    def to_pg(source_url, user, table_path, use_copy):
+        return ferry_job("jdbc_to_jdbc.conf", source_url=source_url, source_user=user, table_path=table_path,
+                         target=target, use_copy=str(use_copy).lower(), parallelism=2)
+
+    pipe = (" ".join(shlex.quote(a) for a in PSQL) + " -c " +
+            shlex.quote(f"\\copy (SELECT * FROM {src}) TO STDOUT (FORMAT binary)") + " | " +
+            " ".join(shlex.quote(a) for a in PSQL) + " -c " + shlex.quote(f"\\copy {target} FROM STDIN (FORMAT binary)"))
+    tools = [
+        Tool("ferry, generated INSERTs", to_pg(pgurl, "postgres", f"test.{src}", False), fast,
+             before=truncate, db_check=target_check),
+        Tool("ferry, use_copy_statement", to_pg(pgurl, "postgres", f"test.{src}", True), fast,
+             before=truncate, db_check=target_check),
+        Tool("psql binary COPY pipe", ["bash", "-o", "pipefail", "-c", pipe], fast, before=truncate, db_check=target_check),
+    ]
+    tools = [t for t in tools if want(t.name)]
+    run_workload("8b", tools, work, {**env, "PGAPPNAME": "ferry_bench"})
+    results["jdbc_pg_pg"] = [summarize(t, expected, names=JDBC_CHECK_NAMES) for t in tools]
+
+    myurl = "jdbc:mysql://127.0.0.1:3306/ferry_bench"
+    tools = [
+        Tool("ferry MariaDB → PostgreSQL, generated INSERTs", to_pg(myurl, "root", my, False), fast,
+             before=truncate, db_check=target_check),
+        Tool("ferry MariaDB → PostgreSQL, use_copy_statement", to_pg(myurl, "root", my, True), fast,
+             before=truncate, db_check=target_check),
+    ]
+    tools = [t for t in tools if want(t.name)]
+    run_workload("8c", tools, work, env)
+    results["jdbc_mariadb_pg"] = [summarize(t, expected, names=JDBC_CHECK_NAMES) for t in tools]
+    truncate()
+
+    # Peak memory on a bigger table: Ferry alone, once.
+    if args.jdbc_peak_rows:
+        big = ensure_pg_table(args.jdbc_peak_rows)
+        t = Tool("ferry", ferry_job("jdbc_to_parquet.conf", table_path=f"test.{big}", output="{out}", parallelism=2),
+                 1, output="jdbc_parquet", note=f"{args.jdbc_peak_rows:,} rows, once: peak memory")
+        run_workload("8a-peak", [t], work, env)
+        s = summarize(t, None, names=JDBC_CHECK_NAMES)
+        if t.checks:
+            s["rows"] = t.checks[0][0]
+            s["rows_per_s"] = s["rows"] / s["wall_median"] if "wall_median" in s else None
+            s["verdict"] = "✓ count" if s["rows"] == args.jdbc_peak_rows else f"✗ {s['rows']} rows"
+        results["jdbc_peak"] = [s]
+    results.setdefault("_meta", {})["jdbc"] = {
+        "rows": jrows, "table": src, "mariadb_table": my, "target": target,
+        "expected": dict(zip(JDBC_CHECK_NAMES, expected)),
+        "size": psql(f"SELECT pg_size_pretty(pg_total_relation_size('{src}'))")}
+
+
 # --------------------------------------------------------------------------------- main
 
 def main():
@@ -527,7 +741,12 @@ def main():
     ap.add_argument("--slow-rounds", type=int, help="rounds for Spark, Flink and Sling (default 3/1)")
     ap.add_argument("--only", default="1,2,3,4,5,6,7",
                     help="workloads to run, e.g. 1,4 (5 or 'streaming': files arriving in a directory; "
-                         "6: JSON lines → Parquet; 7: workload 1 with datetime_format patterns)")
+                         "6: JSON lines → Parquet; 7: workload 1 with datetime_format patterns; "
+                         "8: Jdbc, PostgreSQL → Parquet / PostgreSQL, MariaDB → PostgreSQL)")
+    ap.add_argument("--jdbc-rows", type=int, default=2_000_000,
+                    help="workload 8: rows of the PostgreSQL table (default 2M)")
+    ap.add_argument("--jdbc-peak-rows", type=int, default=0,
+                    help="workload 8: also run Ferry once on a table this big (e.g. 10000000) for its peak memory")
     ap.add_argument("--json-rows", type=int, help="rows of workload 6's JSON file (default 3M, --quick 1M)")
     ap.add_argument("--skip", default="", help="tools to leave out by first word, e.g. flink,sling (py- optional)")
     ap.add_argument("--name", help="results file name (default: the mode, quick or full)")
@@ -572,14 +791,15 @@ def main():
     # ---- data
     csv = data / f"events_{rows}.csv"
     meta = data / f"events_{rows}.json"
-    if not csv.exists() or not meta.exists():
+    need_csv = bool(only - {8})  # workload 8 reads a database table, not the CSV
+    if need_csv and (not csv.exists() or not meta.exists()):
         print(f"bench: generating {csv} ...", flush=True)
         t = time.perf_counter()
         subprocess.run([str(VENV_PY), str(HERE / "gen_data.py"), str(csv), str(rows)], check=True)
         meta.write_text(json.dumps({"expected": expected_checksum(csv)}))
         print(f"bench: generated in {time.perf_counter() - t:.1f} s", flush=True)
-    expected = json.loads(meta.read_text())["expected"]
-    csv_mb = csv.stat().st_size / 2**20
+    expected = json.loads(meta.read_text())["expected"] if need_csv else [0] * len(CHECK_NAMES)
+    csv_mb = csv.stat().st_size / 2**20 if need_csv else 0.0
     # The same rows cut into 4 files: Ferry's file source reads one split per file, so this
     # shows what its readers gain from more than one file (peers read the single file).
     parts = data / f"events_{rows}_parts"
@@ -785,6 +1005,10 @@ def main():
         run_workload("4", tools, work, env)
         results["startup"] = [summarize(t) for t in tools]
 
+    # ---- workload 8: Jdbc (issue 14's workload 5)
+    if 8 in only:
+        jdbc_workload(args, ferry, env, work, fast, slow, want, results)
+
     # ---- workload 5: streaming (issue 6's workload 3)
     stream_info = None
     if 5 in only:
@@ -922,6 +1146,43 @@ def target_lines(rep) -> list:
             lines.append(f"| issue 13 | {s['name'].removeprefix('ferry, ISO data, ')} within 10 % of no pattern | "
                          f"{s['wall_median']:.2f} s vs {base['wall_median']:.2f} s ({100 * slower:+.0f} %; CPU "
                          f"{s['cpu_s']:.2f} s vs {base['cpu_s']:.2f} s) | {'✓' if slower <= 0.10 else '✗'} |")
+    # Issue 14 (its "workload 5"; workload 8 here): Jdbc.
+    jf = get("jdbc_parquet", "ferry")
+    for peer in ("duckdb postgres scanner", "adbc + pyarrow", "sling"):
+        p = get("jdbc_parquet", peer)
+        if jf and p:
+            ratio = p["wall_median"] / jf["wall_median"]
+            noise = max(jf["spread_pct"], p["spread_pct"])
+            close = abs(ratio - 1) <= noise / 100
+            must = peer.startswith("duckdb")
+            lines.append(f"| issue 14 | PostgreSQL → Parquet {'no slower than' if must else 'vs'} {peer} | ferry "
+                         f"{jf['wall_median']:.2f} s vs {p['wall_median']:.2f} s ({ratio:.2f}×; CPU {jf['cpu_s']:.1f} s vs "
+                         f"{p['cpu_s']:.1f} s) | {('✓' if jf['wall_median'] <= p['wall_median'] else '✗') if must else '(no target)'}"
+                         f"{f' (within the noise: spread up to {noise:.0f} %)' if close and must else ''} |")
+    raw = get("jdbc_parquet", "psql \\copy binary → /dev/null")
+    if jf and raw:
+        lines.append(f"| issue 14 | heading for the raw binary COPY rate (psql \\copy to /dev/null) | ferry "
+                     f"{fmt_rate(jf.get('rows_per_s'))} rows/s vs {fmt_rate(raw.get('rows_per_s'))} rows/s "
+                     f"({100 * jf['rows_per_s'] / raw['rows_per_s']:.0f} % of it) | (direction) |")
+    pipe = get("jdbc_pg_pg", "psql binary COPY pipe")
+    for name in ("ferry, generated INSERTs", "ferry, use_copy_statement"):
+        f = get("jdbc_pg_pg", name)
+        if f and pipe:
+            ratio = pipe["wall_median"] / f["wall_median"]
+            noise = max(f["spread_pct"], pipe["spread_pct"])
+            close = abs(ratio - 1) <= noise / 100
+            lines.append(f"| issue 14 | PostgreSQL → PostgreSQL ({name.removeprefix('ferry, ')}) no slower than the psql binary COPY pipe | "
+                         f"{f['wall_median']:.2f} s vs {pipe['wall_median']:.2f} s ({ratio:.2f}×) | "
+                         f"{'✓' if f['wall_median'] <= pipe['wall_median'] else '✗'}"
+                         f"{f' (within the noise: spread up to {noise:.0f} %)' if close else ''} |")
+    for s in res.get("jdbc_mariadb_pg", []):
+        if "wall_median" in s:
+            lines.append(f"| issue 14 | {s['name'].removeprefix('ferry ')} (no peer: recorded) | {fmt_rate(s.get('rows_per_s'))} rows/s, "
+                         f"{s['wall_median']:.2f} s | – |")
+    pk = (res.get("jdbc_peak") or [None])[0]
+    if pk and "wall_median" in pk:
+        lines.append(f"| issue 14 | peak memory < 300 MB, PostgreSQL → Parquet of a {pk.get('rows', 0):,}-row table | "
+                     f"{pk['peak_mb']:.0f} MB | {'✓' if pk['peak_mb'] < 300 else '✗'} |")
     st = get("startup", "ferry")
     if st:
         lines.append(f"| issue 6 | start-up of a small job < 50 ms | {st['wall_median'] * 1000:.0f} ms | {'✓' if st['wall_median'] < 0.05 else '✗'} |")
@@ -1055,10 +1316,38 @@ def markdown(rep) -> str:
                 "the column is read as text by arrow-csv and parsed by the compiled Java pattern "
                 "(`ferry_api::javatime`).\n",
                 table(res["patterns"])]
-    out += ["## Not yet\n",
-            "- **PostgreSQL** (issue 6 workload 5: 5M-row table → table and → Parquet against Sling and `psql \\copy`): "
-            "not yet — Ferry has no JDBC/PostgreSQL connector yet.",
-            ""]
+    if "jdbc_parquet" in res:
+        j = res.get("_meta", {}).get("jdbc", {})
+        out += ["## 8. Jdbc: PostgreSQL → Parquet, PostgreSQL → PostgreSQL, MariaDB → PostgreSQL (issue 14)\n",
+                f"Source: `{j.get('table')}` in PostgreSQL ({j.get('rows', 0):,} rows, {j.get('size')} with its key), "
+                "16 columns: int8 key, int4 ×2 (one with NULLs), int2, int8, numeric(12,2), float8, text, varchar(32), bool, "
+                "date, timestamp, timestamptz, uuid, bytea (8 bytes), text with NULLs; every value a function of the id "
+                "(`bench/sql/jdbc_source.sql`, created once and reused). Every output is checked against the same "
+                "sums computed by SQL on the source (" + ", ".join(f"{k} = {x}" for k, x in j.get("expected", {}).items()) + "): "
+                "Parquet read back with DuckDB (casting, so numeric written as text or uuid as a string is checked on "
+                "its values), database targets with the same SQL on the target table.\n",
+                "### (a) PostgreSQL → Snappy Parquet\n",
+                "Ferry `bench/jobs/jdbc_to_parquet.conf` (Jdbc `table_path`, parallelism 2: the dynamic splitter on the "
+                "key, each split a binary `COPY (SELECT …) TO STDOUT` decoded into Arrow → LocalFile parquet snappy). "
+                "Reference: `psql \\copy (SELECT * FROM t) TO '/dev/null' (FORMAT binary)`.\n",
+                table(res["jdbc_parquet"])]
+        if res.get("jdbc_peak"):
+            out += ["Peak memory on a bigger table (Ferry alone, once):\n", table(res["jdbc_peak"])]
+        out += ["### (b) PostgreSQL → PostgreSQL\n",
+                f"Into `{j.get('target')}` (`CREATE TABLE … (LIKE source)`: no key), truncated before every run; "
+                "Ferry `bench/jobs/jdbc_to_jdbc.conf` (Jdbc → Jdbc `generate_sink_sql`, default `batch_size` 1000), with "
+                "INSERTs and with `use_copy_statement = true`; the peer is a `psql` binary COPY pipe "
+                "(`psql -c \"\\copy (SELECT * FROM src) TO STDOUT (FORMAT binary)\" | psql -c \"\\copy target FROM STDIN "
+                "(FORMAT binary)\"`).\n", table(res["jdbc_pg_pg"])]
+        if res.get("jdbc_mariadb_pg"):
+            out += ["### (c) MariaDB → PostgreSQL\n",
+                    f"The same rows in MariaDB (`{j.get('mariadb_table')}`, loaded once with LOAD DATA from a text COPY; "
+                    "bool as tinyint(1), timestamptz as datetime in UTC, uuid as char(36), bytea as varbinary) → the same "
+                    "target, the same job file with a `jdbc:mysql://` source.\n", table(res["jdbc_mariadb_pg"])]
+    else:
+        out += ["## Not run here\n",
+                "- **Jdbc** (PostgreSQL → Parquet / PostgreSQL, MariaDB → PostgreSQL): workload 8, `--only 8`; see "
+                "`results/jdbc.md`.", ""]
     fails = [s for k in res if not k.startswith("_") for s in res[k] if s.get("failed")]
     if fails:
         out.append("## Failed runs\n")

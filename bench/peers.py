@@ -269,6 +269,36 @@ def stream_flink(src, out):
     client.cancel().result()
 
 
+# ---------------------------------------------- workload 8: PostgreSQL table -> Parquet
+
+PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
+
+
+def pg2pq_duckdb(table, out):
+    # DuckDB's postgres scanner from PyPI (duckdb-extension-postgres, which pins duckdb 1.5.5,
+    # so it runs in bench/.venv-pgscan). The wheel ships the file as postgres.duckdb_extension,
+    # whose name does not match its entry point; setup_env.sh copies it under its real name.
+    import duckdb
+    ext = f"{sys.prefix}/ext/postgres_scanner.duckdb_extension"
+    con = duckdb.connect()
+    con.execute(f"LOAD '{ext}'")
+    con.execute(f"ATTACH '{PG_DSN}' AS pg (TYPE postgres, READ_ONLY)")
+    con.execute(f"COPY (SELECT * FROM pg.{table}) TO '{out}/part-0.parquet' (FORMAT parquet, COMPRESSION snappy)")
+
+
+def pg2pq_adbc(table, out):
+    # ADBC's PostgreSQL driver (libpq, binary COPY under the hood) streaming Arrow batches
+    # into pyarrow's ParquetWriter.
+    import adbc_driver_postgresql.dbapi as adbc
+    import pyarrow.parquet as pq
+    with adbc.connect("postgresql://postgres@127.0.0.1:5432/test") as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM {table}")
+        reader = cur.fetch_record_batch()
+        with pq.ParquetWriter(f"{out}/part-0.parquet", reader.schema, compression="snappy") as w:
+            for batch in reader:
+                w.write_batch(batch)
+
+
 if __name__ == "__main__":
     task = globals()[sys.argv[1].replace("-", "_")]
     args = [int(a) if a.isdigit() else a for a in sys.argv[2:]]

@@ -4,6 +4,7 @@
 #   bench/profile.sh csv [ROWS]     # workload 1 on bench/data/events_ROWS.csv (default 10M)
 #   bench/profile.sh sql [ROWS]     # workload 3 (FakeSource -> Sql -> Blackhole)
 #   bench/profile.sh fake [ROWS]    # workload 2 (FakeSource -> Blackhole)
+#   bench/profile.sh jdbc [ROWS]    # workload 8 (a): ferry_bench.jdbc_ROWS (made by --only 8) -> Parquet
 # Needs `perf` (Debian: linux-perf) and a release binary with symbols (the workspace's
 # release profile keeps debug = 1): FERRY_BIN, else $CARGO_TARGET_DIR/release/ferry.
 set -euo pipefail
@@ -19,7 +20,11 @@ case "$what" in
     job=("$here/jobs/csv_to_parquet.conf" -i "input=$csv" -i "output=$out/parquet" -i parallelism=2) ;;
   sql)  job=("$here/jobs/fake_sql_blackhole.conf" -i "rows_per_reader=$((rows / 2))" -i parallelism=2) ;;
   fake) job=("$here/jobs/fake_blackhole.conf" -i "rows_per_reader=$((rows / 2))" -i parallelism=2) ;;
-  *) echo "usage: $0 csv|sql|fake [ROWS]" >&2; exit 2 ;;
+  jdbc)
+    [[ $# -ge 2 ]] || rows=2000000
+    rm -rf "$out/parquet"
+    job=("$here/jobs/jdbc_to_parquet.conf" -i "table_path=test.ferry_bench.jdbc_${rows}" -i "output=$out/parquet" -i parallelism=2) ;;
+  *) echo "usage: $0 csv|sql|fake|jdbc [ROWS]" >&2; exit 2 ;;
 esac
 perf record -F 299 -g --call-graph dwarf,8192 -o "$out/perf.data" -- "$ferry" run "${job[@]}" >&2
 echo "## self time (top 40)"
