@@ -265,6 +265,18 @@ pub trait Source: Send + Sync + Debug {
     fn needs_long_lived_reader(&self) -> Option<String> {
         None
     }
+    /// Restored splits `start`, bounded so that a reader given them returns exactly the rows
+    /// an earlier read from `start` returned before its snapshot was `end`, and nothing after.
+    /// An engine that replays a read (Spark, replaying a micro-batch after a crash) calls it
+    /// and also stops at the earlier read's row count. A source whose reader returns rows in
+    /// an order its split states settle (one ordered stream per reader, files read in turn)
+    /// keeps the default, which bounds nothing: the same count gives the same rows. A source
+    /// whose reader interleaves several splits in an order it does not choose (Kafka's
+    /// partitions, as the broker delivers them) must bound each split at its `end` state, or a
+    /// replay of the same count may return other rows than the first read did.
+    fn bound_splits(&self, start: Vec<Split>, _end: &[Split]) -> Result<Vec<Split>> {
+        Ok(start)
+    }
     /// The enumerator, fresh or restored from a snapshot taken by [`SplitEnumerator::snapshot`].
     fn create_enumerator(
         &self,

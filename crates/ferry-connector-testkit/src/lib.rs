@@ -44,7 +44,8 @@ use serde_json::{Map, Value};
 
 pub use sink::{check_sink, SinkCheckpoint, SinkDriver};
 pub use source::{
-    check_source_replay, check_source_restore, read_all, SourceDriver, SourceSnapshot,
+    check_source_bounded_replay, check_source_replay, check_source_restore, read_all, SourceDriver,
+    SourceSnapshot,
 };
 
 /// `batches` insert batches of table `t` (`id bigint, name string`, both nullable) with

@@ -305,3 +305,78 @@ pub fn check_source_replay(
         &replays[1],
     )
 }
+
+/// Proves that a read can be replayed exactly, as Spark replays a micro-batch after a crash:
+/// readers restored from a snapshot `start` (taken after the first round), with their splits
+/// bounded by [`Source::bound_splits`] at the snapshot `end` that a first read took after at
+/// least `at_rows` more rows, and stopped at the first read's row count, return that read's
+/// rows. A source whose readers interleave several splits in an order they do not choose
+/// fails it unless it bounds its splits. `more_input` is called after each of the two
+/// snapshots, for streaming sources: what it adds after `start` is read by the first read,
+/// what it adds after `end` must not take the place of the first read's rows in the replay.
+pub fn check_source_bounded_replay(
+    source: &dyn Source,
+    parallelism: usize,
+    job: JobContext,
+    at_rows: usize,
+    more_input: &mut dyn FnMut(),
+) -> Result<()> {
+    let mut first = SourceDriver::start(source, parallelism, job.clone())?;
+    first.step()?;
+    let start = first.snapshot()?;
+    first.take_output();
+    more_input();
+    first.run_until(at_rows)?;
+    let end = first.snapshot()?;
+    let expected = rows(&first.take_output());
+    first.close()?;
+    more_input();
+    let mut bounded = start.clone();
+    for (i, splits) in bounded.readers.iter_mut().enumerate() {
+        *splits = source.bound_splits(std::mem::take(splits), &end.readers[i])?;
+    }
+    let mut replay = SourceDriver::restore(source, parallelism, job, &bounded)?;
+    let began = Instant::now();
+    while replay.rows_read() < expected.len() && !replay.is_finished() {
+        replay.step()?;
+        if began.elapsed() > PATIENCE {
+            return Err(FerryError::internal(format!(
+                "a replay bounded at checkpoint {} read {} of the first read's {} rows within {PATIENCE:?}",
+                end.checkpoint_id,
+                replay.rows_read(),
+                expected.len()
+            )));
+        }
+    }
+    let replayed = rows(&first_rows(replay.take_output(), expected.len()));
+    replay.close()?;
+    ensure_same_rows(
+        &format!(
+            "a replay of {} rows from checkpoint {} bounded at checkpoint {}",
+            expected.len(),
+            start.checkpoint_id,
+            end.checkpoint_id
+        ),
+        &expected,
+        &replayed,
+    )
+}
+
+/// The first `n` rows of `batches`, in order (the last batch cut), as an engine that stops
+/// a replay at a row count returns them.
+fn first_rows(batches: Vec<ChangeBatch>, mut n: usize) -> Vec<ChangeBatch> {
+    let mut out = Vec::new();
+    for b in batches {
+        if n == 0 {
+            break;
+        }
+        let k = b.num_rows().min(n);
+        n -= k;
+        out.push(ChangeBatch {
+            table: b.table.clone(),
+            data: b.data.slice(0, k),
+            kinds: b.kinds.as_ref().map(|kinds| kinds.slice(0, k)),
+        });
+    }
+    out
+}

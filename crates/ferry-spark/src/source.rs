@@ -12,8 +12,10 @@
 //! splits ended under the checkpoint location, `sources/<source>/<batch>/<subtask>`. The
 //! next batch's offset starts from those recorded states. A replayed batch (Spark runs again
 //! a batch that has an offset but no commit) reads from the same start states exactly the
-//! recorded number of rows, so it returns the same rows for replayable sources, however
-//! long the first attempt took. The first attempt to record wins; an attempt that read a
+//! recorded number of rows, with its splits bounded at the recorded end states
+//! (`Source::bound_splits`: a reader that interleaves several splits, such as Kafka's
+//! partitions, could otherwise return the same count in another mix), so it returns the
+//! same rows for replayable sources, however long the first attempt took. The first attempt to record wins; an attempt that read a
 //! different count fails and Spark retries it.
 //!
 //! Readers stay open between micro-batches in a process-wide cache keyed by the source,
@@ -455,8 +457,11 @@ impl PartitionReader {
         let codec = StreamCodec::new(&node.tables)?;
         let location = PathBuf::from(&part.location);
         let record = record_path(&location, part.source, part.batch, part.subtask);
+        // A replay's splits end where the first attempt's did (see `Source::bound_splits`).
+        let mut replay_end = None;
         let limit = if record.exists() {
             let rec: BatchRecord = ferry_checkpoint::read_checked(&record)?;
+            replay_end = Some(rec.end);
             Limit::Exact(rec.rows)
         } else {
             Limit::Budget {
@@ -472,7 +477,7 @@ impl PartitionReader {
         );
         let carried = serde_json::to_value(&part.start.carried).map_err(FerryError::internal)?;
         let key = format!("{key_base}|{}", canonical::to_string(&carried));
-        let cached = if cache_enabled() {
+        let cached = if cache_enabled() && replay_end.is_none() {
             reader_cache()
                 .lock()
                 .map_err(|_| FerryError::internal("reader cache poisoned"))?
@@ -496,6 +501,9 @@ impl PartitionReader {
                 let mut r = node.source.create_reader(&ctx)?;
                 let mut splits = part.start.carried.clone();
                 splits.extend(part.start.added.iter().cloned());
+                if let Some(end) = &replay_end {
+                    splits = node.source.bound_splits(splits, end)?;
+                }
                 r.add_splits(splits)?;
                 r
             }
@@ -653,7 +661,10 @@ impl PartitionReader {
         // go on taking data while it sits in this worker's cache; when the subtask's next
         // batch runs in another worker, that data is lost to the reader there (a broker
         // delivers it once). Such readers end with their batch.
-        if cache_enabled() && !s.overshot && !s.finished && reader.readiness().is_none() {
+        // A replay's reader is bounded to the first attempt's end: no later batch may use it.
+        let replay = matches!(self.limit, Limit::Exact(_));
+        if cache_enabled() && !replay && !s.overshot && !s.finished && reader.readiness().is_none()
+        {
             let v = serde_json::to_value(&end).map_err(FerryError::internal)?;
             let key = format!("{}|{}", s.key_base, canonical::to_string(&v));
             let mut c = reader_cache()

@@ -367,6 +367,29 @@ impl Source for KafkaSource {
         // A split's state is an offset: restoring it reads the same records again.
         true
     }
+    fn bound_splits(&self, start: Vec<Split>, end: &[Split]) -> Result<Vec<Split>> {
+        // One reader interleaves its partitions as the broker delivers them: a replay of the
+        // same number of records could take more of one partition and fewer of another, so
+        // each partition stops where the earlier read's snapshot left it.
+        let ends: BTreeMap<&str, &Split> = end.iter().map(|s| (s.id.as_str(), s)).collect();
+        start
+            .into_iter()
+            .map(|s| {
+                let mut p: PartState = s.read_state()?;
+                let e: PartState = ends
+                    .get(s.id.as_str())
+                    .ok_or_else(|| {
+                        FerryError::internal(format!(
+                            "{NAME}: replaying a read: partition {} has no recorded end",
+                            s.id
+                        ))
+                    })?
+                    .read_state()?;
+                p.end = Some(p.end.map_or(e.next, |old| old.min(e.next)));
+                p.split()
+            })
+            .collect()
+    }
     fn create_enumerator(
         &self,
         ctx: &EnumeratorContext,
