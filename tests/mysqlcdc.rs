@@ -290,7 +290,7 @@ fn chaos_round(round: u64, rng: &mut Rng) {
     let m = rng.between(0, 13);
     let base = CHAOS_ROWS + 1 + round * 10;
     mariadb(&format!(
-        "BEGIN;
+        "USE ferry_mcdc_chaos; BEGIN;
          UPDATE ferry_mcdc_chaos.src SET v = v + 1, note = concat(note, '.') WHERE id % 13 = {m} AND id % 17 = {};
          INSERT INTO ferry_mcdc_chaos.src (id, v, note) SELECT {base} + seq, 0, repeat(md5(seq), {}) FROM seq_0_to_9;
          DELETE FROM ferry_mcdc_chaos.src WHERE id % 101 = {};
@@ -307,6 +307,7 @@ fn a_keyed_table_under_load_survives_repeated_kills_row_for_row() {
         "DROP DATABASE IF EXISTS ferry_mcdc_chaos; CREATE DATABASE ferry_mcdc_chaos;
          CREATE TABLE ferry_mcdc_chaos.src (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext);
          CREATE TABLE ferry_mcdc_chaos.dst (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext);
+         USE ferry_mcdc_chaos;
          INSERT INTO ferry_mcdc_chaos.src SELECT seq, 0, concat('row ', seq) FROM seq_1_to_{CHAOS_ROWS};"
     ));
     let dir = tempfile::tempdir().unwrap();

@@ -216,6 +216,8 @@ pub enum BinlogKind {
     Set(Vec<String>),
     /// `YEAR`: the binlog gives 1900 + the stored byte (0 is year 0000).
     Year,
+    /// A signed `MEDIUMINT`: `mysql_common` reads its three bytes without the sign.
+    Medium,
     /// `BINARY(n)`: the binlog drops trailing zero bytes, which `SELECT` returns.
     Binary(usize),
     /// Text in a character set other than UTF-8 (the binlog carries the column's own
@@ -314,6 +316,7 @@ pub fn binlog_kind(c: &ColumnDef) -> BinlogKind {
         "enum" => BinlogKind::Enum(members(&c.source_type)),
         "set" => BinlogKind::Set(members(&c.source_type)),
         "year" => BinlogKind::Year,
+        "mediumint" => BinlogKind::Medium,
         "binary" => BinlogKind::Binary(c.length.unwrap_or(0) as usize),
         _ => BinlogKind::Plain,
     }
@@ -366,6 +369,7 @@ fn as_i128(v: &Value, kind: &BinlogKind) -> Option<i128> {
     match v {
         Value::Int(x) => Some(match kind {
             BinlogKind::Unsigned(bits) if *x < 0 => *x as i128 + (1i128 << bits),
+            BinlogKind::Medium if *x >= 1 << 23 => *x as i128 - (1i128 << 24),
             _ => *x as i128,
         }),
         Value::UInt(x) => Some(*x as i128),
@@ -603,6 +607,9 @@ mod tests {
         let c = col("mediumint", "mediumint(8) unsigned", None, None);
         let a = one(&c, Value::Int(-1));
         assert_eq!(a.as_primitive::<arrow::datatypes::Int32Type>().value(0), 16777215);
+        let c = col("mediumint", "mediumint(9)", None, None);
+        let a = one(&c, Value::Int(8388608));
+        assert_eq!(a.as_primitive::<arrow::datatypes::Int32Type>().value(0), -8388608);
     }
 
     #[test]
@@ -640,7 +647,7 @@ mod tests {
         assert_eq!(
             a.as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
                 .value(0),
-            1_594_980_022_123_456
+            1_595_008_822_123_456
         );
         let c = col("time", "time", None, None);
         let a = one(&c, Value::Time(false, 0, 18, 0, 22, 5));

@@ -820,7 +820,11 @@ impl Task<'_> {
             }));
         }
         for (i, c) in table.columns.iter().enumerate() {
-            let ty = tme.get_raw_column_type(i).ok().flatten().unwrap_or(0);
+            let ty = tme
+                .get_raw_column_type(i)
+                .ok()
+                .flatten()
+                .map_or(0, |t| t as u8);
             if !binlog_type_fits(&c.source_type, ty) {
                 return Err(stop(format!(
                     "column {} '{}' ({}) now holds binlog type {ty}",
@@ -1207,7 +1211,9 @@ async fn read_chunk(
                 DataType::Timestamp(_, _) => {
                     let f = arrow::util::display::ArrayFormatter::try_new(
                         col.as_ref(),
-                        &opts.with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.6f")),
+                        &opts
+                            .clone()
+                            .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.6f")),
                     )?;
                     f.value(n - 1).to_string()
                 }

@@ -147,7 +147,7 @@ fn workload(name: &str, round: i32) {
     let t = format!("ferry_mcdc_{name}.t");
     let m = round % 7;
     my(&format!(
-        "BEGIN;
+        "USE ferry_mcdc_{name}; BEGIN;
          UPDATE {t} SET v = v + 1 WHERE id % 7 = {m};
          INSERT INTO {t} (id, v, note) SELECT 100000 + {round} * 100 + seq, 0, repeat('x', 3000) FROM seq_1_to_20;
          DELETE FROM {t} WHERE id % 97 = {m};
@@ -322,7 +322,7 @@ fn a_big_transaction_comes_in_bounded_batches_and_a_checkpoint_inside_it_resumes
         );
     }
     my(&format!(
-        "INSERT INTO ferry_mcdc_{name}.t SELECT seq, 1, repeat('x', 100) FROM seq_1_to_5000"
+        "USE ferry_mcdc_{name}; INSERT INTO t SELECT seq, 1, repeat('x', 100) FROM seq_1_to_5000"
     ));
     step_until(&mut d, |out| events(out).len() >= 1500).unwrap();
     let snap = d.snapshot().unwrap();
