@@ -335,9 +335,13 @@ async fn first_position(s: &Settings, sql: &mut mysql_async::Conn) -> Result<Pos
     Ok(p)
 }
 
-/// Opens the binlog dump at `p` under the job's replica id.
-async fn open_binlog(s: &Settings, p: &Position) -> Result<BinlogStream> {
+/// Opens the binlog dump at `p` under the job's replica id; also says whether the server
+/// checksums its events.
+async fn open_binlog(s: &Settings, p: &Position) -> Result<(BinlogStream, bool)> {
     let mut c = connect_mysql(&s.conn, COMPONENT).await?;
+    let q = "SELECT @@global.binlog_checksum";
+    let checksum: Option<String> = c.query_first(q).await.map_err(|e| my(e, q))?;
+    let checksum = checksum.is_some_and(|c| !c.eq_ignore_ascii_case("NONE"));
     let heartbeat_ns = s.heartbeat.as_nanos().min(u32::MAX as u128 * 1_000_000) as u64;
     for q in [
         // MariaDB sends its GTID events (instead of BEGIN) to a replica that says it knows them.
@@ -358,7 +362,7 @@ async fn open_binlog(s: &Settings, p: &Position) -> Result<BinlogStream> {
     let req = BinlogStreamRequest::new(s.server_id)
         .with_filename(file.as_bytes())
         .with_pos(if p.file.is_empty() { 4 } else { p.pos });
-    c.get_binlog_stream(req).await.map_err(|e| {
+    let stream = c.get_binlog_stream(req).await.map_err(|e| {
         FerryError::external(
             COMPONENT,
             format!(
@@ -368,7 +372,8 @@ async fn open_binlog(s: &Settings, p: &Position) -> Result<BinlogStream> {
                 s.server_id
             ),
         )
-    })
+    })?;
+    Ok((stream, checksum))
 }
 
 /// Rows of one table being collected, with their kinds.
@@ -411,6 +416,10 @@ struct Txn {
 
 struct Task<'a> {
     s: Arc<Settings>,
+    /// The server checksums its events.
+    checksum: bool,
+    /// A format description event came: events after it are read with its checksum.
+    fde_seen: bool,
     /// The binlog file the stream is in (`pos.file` stays empty after a start by GTID
     /// until the first transaction is complete).
     file: String,
@@ -462,9 +471,11 @@ async fn run_inner(
         pos.text(),
         s.server_id
     );
-    let binlog = open_binlog(&s, &pos).await?;
+    let (binlog, checksum) = open_binlog(&s, &pos).await?;
     let gtids = GtidState::parse(&pos.gtid).unwrap_or_default();
     let mut task = Task {
+        checksum,
+        fde_seen: false,
         file: pos.file.clone(),
         to_skip: pos.skip,
         s,
@@ -676,7 +687,14 @@ impl Task<'_> {
                 let r: RotateEvent<'_> = ev
                     .read_event()
                     .map_err(|e| FerryError::external(COMPONENT, format!("rotate event: {e}")))?;
-                self.file = r.name().into_owned();
+                let mut name = r.name().into_owned();
+                if self.checksum && !self.fde_seen {
+                    // The server's first (artificial) rotate event comes before its format
+                    // description, so the parser does not know yet to cut its checksum off.
+                    let keep = r.name_raw().len().saturating_sub(4);
+                    name = String::from_utf8_lossy(&r.name_raw()[..keep]).into_owned();
+                }
+                self.file = name;
                 if !self.pos.file.is_empty() {
                     self.pos.file = self.file.clone();
                     self.pos.pos = r.position();
@@ -686,7 +704,11 @@ impl Task<'_> {
             }
             // The description of the file the server reads from; its offset is the file's
             // start, not ours.
-            EventType::FORMAT_DESCRIPTION_EVENT | EventType::HEARTBEAT_EVENT => Ok(true),
+            EventType::FORMAT_DESCRIPTION_EVENT => {
+                self.fde_seen = true;
+                Ok(true)
+            }
+            EventType::HEARTBEAT_EVENT => Ok(true),
             EventType::QUERY_EVENT => {
                 let q: QueryEvent<'_> = ev
                     .read_event()
