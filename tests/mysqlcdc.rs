@@ -252,9 +252,7 @@ fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot() {
         &[],
     );
     upsert_delete(s1);
-    let first = common::eventually(Duration::from_secs(60), || {
-        table_rows(s1) == table_rows(t1)
-    });
+    let first = common::eventually(Duration::from_secs(60), || table_rows(s1) == table_rows(t1));
     common::request_savepoint("restore", &ckpt);
     let status = common::wait_for(&mut child, Duration::from_secs(60), "the first run");
     let err = common::stderr_of(child);
@@ -279,7 +277,10 @@ fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot() {
         table_rows(t2)
     );
     assert!(status.success(), "{err}");
-    assert!(err.contains("resuming"), "the second run did not resume: {err}");
+    assert!(
+        err.contains("resuming"),
+        "the second run did not resume: {err}"
+    );
 }
 
 const CHAOS_ROWS: u64 = 20_000;
@@ -442,5 +443,8 @@ fn check_states_the_guarantee_and_the_engines_and_never_shows_the_password() {
         "{text}"
     );
     assert!(text.contains("delivery: exactly-once"), "{text}");
-    assert!(text.contains("not spark:") && text.contains("server-id"), "{text}");
+    assert!(
+        text.contains("not spark:") && text.contains("server-id"),
+        "{text}"
+    );
 }

@@ -255,7 +255,11 @@ pub fn charset_encoding(
         "euckr" => EUC_KR,
         "ucs2" | "utf16" => UTF_16BE,
         "utf16le" => UTF_16LE,
-        other => return Err(format!("character set {other} is not decoded from the binlog")),
+        other => {
+            return Err(format!(
+                "character set {other} is not decoded from the binlog"
+            ))
+        }
     }))
 }
 
@@ -387,33 +391,32 @@ impl Builders {
         v: Option<&BinlogValue<'_>>,
         kind: &BinlogKind,
     ) -> Result<()> {
-        let v = match v {
-            None | Some(BinlogValue::Value(Value::NULL)) => {
-                self.append_null(i);
-                return Ok(());
-            }
-            Some(BinlogValue::Value(v)) => v,
-            Some(BinlogValue::Jsonb(j)) => {
-                let text = match serde_json::Value::try_from(j.clone()) {
-                    Ok(json) => json.to_string(),
-                    Err(e) => return Err(self.bad(i, format!("JSON value: {e}"))),
-                };
-                return match self.col(i) {
-                    Col::Str(b) => {
-                        b.append_value(text);
-                        Ok(())
-                    }
-                    _ => Err(self.bad(i, "a JSON value for a column that is not a string")),
-                };
-            }
-            Some(BinlogValue::JsonDiff(_)) => {
-                return Err(self.bad(
+        let v =
+            match v {
+                None | Some(BinlogValue::Value(Value::NULL)) => {
+                    self.append_null(i);
+                    return Ok(());
+                }
+                Some(BinlogValue::Value(v)) => v,
+                Some(BinlogValue::Jsonb(j)) => {
+                    let text = match serde_json::Value::try_from(j.clone()) {
+                        Ok(json) => json.to_string(),
+                        Err(e) => return Err(self.bad(i, format!("JSON value: {e}"))),
+                    };
+                    return match self.col(i) {
+                        Col::Str(b) => {
+                            b.append_value(text);
+                            Ok(())
+                        }
+                        _ => Err(self.bad(i, "a JSON value for a column that is not a string")),
+                    };
+                }
+                Some(BinlogValue::JsonDiff(_)) => return Err(self.bad(
                     i,
                     "a partial JSON update (binlog_row_value_options = PARTIAL_JSON) carries no \
                      whole value; turn that server option off",
-                ))
-            }
-        };
+                )),
+            };
         let bad_value = format!("{v:?} does not fit the column's type");
         macro_rules! int {
             ($b:expr, $t:ty) => {{
@@ -462,9 +465,7 @@ impl Builders {
                 };
                 match x {
                     Some(x) if fits(x, p) => b.append_value(x),
-                    _ => {
-                        return Err(self.bad(i, format!("{v:?} does not fit decimal({p},{s})")))
-                    }
+                    _ => return Err(self.bad(i, format!("{v:?} does not fit decimal({p},{s})"))),
                 }
             }
             Col::Str(b) => match (v, kind) {
@@ -480,7 +481,10 @@ impl Builders {
                 (Value::Bytes(mask), BinlogKind::Set(m)) => {
                     let mut parts: Vec<&str> = Vec::new();
                     for (k, name) in m.iter().enumerate() {
-                        if mask.get(k / 8).is_some_and(|byte| byte & (1 << (k % 8)) != 0) {
+                        if mask
+                            .get(k / 8)
+                            .is_some_and(|byte| byte & (1 << (k % 8)) != 0)
+                        {
                             parts.push(name);
                         }
                     }
@@ -594,22 +598,35 @@ mod tests {
     fn unsigned_integers_logged_signed_come_back_unsigned() {
         let c = col("int", "int(10) unsigned", None, None);
         let a = one(&c, Value::Int(-1));
-        assert_eq!(a.as_primitive::<arrow::datatypes::Int64Type>().value(0), 4294967295);
+        assert_eq!(
+            a.as_primitive::<arrow::datatypes::Int64Type>().value(0),
+            4294967295
+        );
         let c = col("bigint", "bigint(20) unsigned", Some(20), Some(0));
         let a = one(&c, Value::Int(-1));
         assert_eq!(
-            a.as_primitive::<arrow::datatypes::Decimal128Type>().value(0),
+            a.as_primitive::<arrow::datatypes::Decimal128Type>()
+                .value(0),
             18446744073709551615
         );
         let c = col("tinyint", "tinyint(3) unsigned", None, None);
         let a = one(&c, Value::Int(-56));
-        assert_eq!(a.as_primitive::<arrow::datatypes::Int16Type>().value(0), 200);
+        assert_eq!(
+            a.as_primitive::<arrow::datatypes::Int16Type>().value(0),
+            200
+        );
         let c = col("mediumint", "mediumint(8) unsigned", None, None);
         let a = one(&c, Value::Int(-1));
-        assert_eq!(a.as_primitive::<arrow::datatypes::Int32Type>().value(0), 16777215);
+        assert_eq!(
+            a.as_primitive::<arrow::datatypes::Int32Type>().value(0),
+            16777215
+        );
         let c = col("mediumint", "mediumint(9)", None, None);
         let a = one(&c, Value::Int(8388608));
-        assert_eq!(a.as_primitive::<arrow::datatypes::Int32Type>().value(0), -8388608);
+        assert_eq!(
+            a.as_primitive::<arrow::datatypes::Int32Type>().value(0),
+            -8388608
+        );
     }
 
     #[test]
@@ -619,7 +636,9 @@ mod tests {
         assert_eq!(one(&c, Value::Int(0)).as_string::<i32>().value(0), "");
         let c = col("set", "set('x','y','z')", None, None);
         assert_eq!(
-            one(&c, Value::Bytes(vec![0b101])).as_string::<i32>().value(0),
+            one(&c, Value::Bytes(vec![0b101]))
+                .as_string::<i32>()
+                .value(0),
             "x,z"
         );
         let c = col("year", "year(4)", None, None);
@@ -631,7 +650,9 @@ mod tests {
         assert_eq!((y(b"2024"), y(b"1900")), (2024, 0));
         let c = col("binary", "binary(4)", Some(4), None);
         assert_eq!(
-            one(&c, Value::Bytes(vec![1, 2])).as_binary::<i32>().value(0),
+            one(&c, Value::Bytes(vec![1, 2]))
+                .as_binary::<i32>()
+                .value(0),
             &[1, 2, 0, 0]
         );
         let c = col("timestamp", "timestamp(3)", None, None);
@@ -659,7 +680,8 @@ mod tests {
         let c = col("decimal", "decimal(10,2)", Some(10), Some(2));
         let a = one(&c, Value::Bytes(b"-123.45".to_vec()));
         assert_eq!(
-            a.as_primitive::<arrow::datatypes::Decimal128Type>().value(0),
+            a.as_primitive::<arrow::datatypes::Decimal128Type>()
+                .value(0),
             -12345
         );
     }
@@ -667,7 +689,11 @@ mod tests {
     #[test]
     fn text_of_other_character_sets_is_converted() {
         let c = col("varchar", "varchar(100)", Some(100), None);
-        let schema = Arc::new(Schema::new(vec![Field::new("c", c.data_type.clone(), true)]));
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "c",
+            c.data_type.clone(),
+            true,
+        )]));
         let mut b = Builders::new(std::slice::from_ref(&c), schema, 1, "test").unwrap();
         let gbk = charset_encoding("gbk").unwrap().unwrap();
         let (bytes, _, _) = gbk.encode("中文测试");

@@ -35,9 +35,9 @@ use ferry_api::{
     SourceReader, Split, SplitEnumerator, TableSchema,
 };
 use ferry_db::mysql_binlog::{binlog_kind, charset_encoding, BinlogKind, BinlogPos, GtidState};
-use mysql_async::prelude::Queryable;
 use ferry_db::relation::describe_table;
 use ferry_db::{connect_mysql, literal, parse_url, ConnInfo, Dialect, Secret};
+use mysql_async::prelude::Queryable;
 use serde_json::{json, Map, Value};
 
 use crate::stream::{CdcTable, Item, Position, Settings, Startup};
@@ -179,10 +179,7 @@ impl SourceFactory for MySqlCdcSourceFactory {
         let c = CdcOptions::read(o)?;
         let parts = parse_url(&c.base_url).map_err(|m| o.error("base-url", m))?;
         if parts.dialect != Dialect::MySql {
-            return Err(o.error(
-                "base-url",
-                "is not a jdbc:mysql:// or jdbc:mariadb:// URL",
-            ));
+            return Err(o.error("base-url", "is not a jdbc:mysql:// or jdbc:mariadb:// URL"));
         }
         let password = c.password.filter(|p| !p.is_empty()).map(Secret);
         let tables = c.table_names;
@@ -267,13 +264,11 @@ impl SourceFactory for MySqlCdcSourceFactory {
                     Startup::Gtid(g)
                 }
                 (Some(file), Some(pos), None) => Startup::Specific(BinlogPos { file, pos }),
-                _ => {
-                    return Err(o.error(
-                        "startup.mode",
-                        "specific needs startup.specific-offset.file and startup.specific-offset.pos \
+                _ => return Err(o.error(
+                    "startup.mode",
+                    "specific needs startup.specific-offset.file and startup.specific-offset.pos \
                          (or startup.specific-offset.gtid-set)",
-                    ))
-                }
+                )),
             },
             "timestamp" => match c.startup_timestamp {
                 Some(ms) => Startup::Timestamp(ms as i64),
@@ -287,7 +282,9 @@ impl SourceFactory for MySqlCdcSourceFactory {
             other => {
                 return Err(o.error(
                     "startup.mode",
-                    format!("'{other}' is not one of initial, earliest, latest, specific, timestamp"),
+                    format!(
+                        "'{other}' is not one of initial, earliest, latest, specific, timestamp"
+                    ),
                 ))
             }
         };
@@ -328,24 +325,27 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 "include.schema.changes = true asks for schema evolution, which is not supported yet",
             ));
         }
-        let heartbeat = match debezium.get("heartbeat.interval.ms") {
-            None => Duration::from_secs(1),
-            Some(v) => match v
-                .as_u64()
-                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-            {
-                Some(ms) if ms > 0 => Duration::from_millis(ms),
-                _ => {
-                    return Err(o.error(
+        let heartbeat =
+            match debezium.get("heartbeat.interval.ms") {
+                None => Duration::from_secs(1),
+                Some(v) => match v
+                    .as_u64()
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                {
+                    Some(ms) if ms > 0 => Duration::from_millis(ms),
+                    _ => return Err(o.error(
                         "debezium",
-                        format!("heartbeat.interval.ms = {v} is not a positive number of milliseconds"),
-                    ))
-                }
-            },
-        };
+                        format!(
+                            "heartbeat.interval.ms = {v} is not a positive number of milliseconds"
+                        ),
+                    )),
+                },
+            };
         for k in debezium.keys() {
             if k != "heartbeat.interval.ms" && k != "include.schema.changes" {
-                tracing::info!("{COMPONENT}: debezium.{k} does not apply to Ferry's reader and is ignored");
+                tracing::info!(
+                    "{COMPONENT}: debezium.{k} does not apply to Ferry's reader and is ignored"
+                );
             }
         }
         if !c.format.eq_ignore_ascii_case("default") {
@@ -418,10 +418,15 @@ impl MySqlCdcSource {
                 let kind = binlog_kind(col);
                 let cs = charsets.get(&col.name).map(String::as_str).unwrap_or("");
                 let enc = charset_encoding(cs).map_err(|why| {
-                    FerryError::config(format!("{COMPONENT}: column '{}' of {path}: {why}", col.name))
+                    FerryError::config(format!(
+                        "{COMPONENT}: column '{}' of {path}: {why}",
+                        col.name
+                    ))
                 })?;
                 kinds.push(match (kind, enc) {
-                    (BinlogKind::Plain, Some(enc)) if col.data_type == arrow::datatypes::DataType::Utf8 => {
+                    (BinlogKind::Plain, Some(enc))
+                        if col.data_type == arrow::datatypes::DataType::Utf8 =>
+                    {
                         BinlogKind::Text(enc)
                     }
                     (k, _) => k,

@@ -288,7 +288,10 @@ async fn first_position(s: &Settings, sql: &mut mysql_async::Conn) -> Result<Pos
     let end = log.end.clone().ok_or_else(|| {
         FerryError::external(
             COMPONENT,
-            format!("the server at {} shows no binlog position (SHOW MASTER STATUS is empty)", s.conn.address()),
+            format!(
+                "the server at {} shows no binlog position (SHOW MASTER STATUS is empty)",
+                s.conn.address()
+            ),
         )
     })?;
     let all: Vec<String> = s.tables.iter().map(|t| t.schema.name.to_string()).collect();
@@ -517,11 +520,9 @@ impl Task<'_> {
                 if self.window.is_none() {
                     self.open_window().await?;
                 }
-                if self
-                    .window
-                    .as_ref()
-                    .is_some_and(|w| !self.pos.file.is_empty() && self.pos.binlog().reached(&w.high))
-                    && !self.close_window().await?
+                if self.window.as_ref().is_some_and(|w| {
+                    !self.pos.file.is_empty() && self.pos.binlog().reached(&w.high)
+                }) && !self.close_window().await?
                 {
                     return Ok(());
                 }
@@ -529,22 +530,21 @@ impl Task<'_> {
                     self.status().await?;
                 }
             }
-            let ev = match tokio::time::timeout(Duration::from_millis(500), self.binlog.next())
-                .await
-            {
-                Err(_) => continue,
-                Ok(Some(Ok(ev))) => ev,
-                Ok(None) => {
-                    return Err(FerryError::external(
-                        COMPONENT,
-                        format!(
-                            "the server at {} ended the binlog stream",
-                            self.s.conn.address()
-                        ),
-                    ))
-                }
-                Ok(Some(Err(e))) => return Err(self.stream_error(e)),
-            };
+            let ev =
+                match tokio::time::timeout(Duration::from_millis(500), self.binlog.next()).await {
+                    Err(_) => continue,
+                    Ok(Some(Ok(ev))) => ev,
+                    Ok(None) => {
+                        return Err(FerryError::external(
+                            COMPONENT,
+                            format!(
+                                "the server at {} ended the binlog stream",
+                                self.s.conn.address()
+                            ),
+                        ))
+                    }
+                    Ok(Some(Err(e))) => return Err(self.stream_error(e)),
+                };
             if !self.on_event(ev).await? {
                 return Ok(());
             }
@@ -656,7 +656,10 @@ impl Task<'_> {
             let Some(g) = mariadb_gtid(ev.data(), h.server_id()) else {
                 return Err(FerryError::external(
                     COMPONENT,
-                    format!("a GTID event of {} bytes could not be read", ev.data().len()),
+                    format!(
+                        "a GTID event of {} bytes could not be read",
+                        ev.data().len()
+                    ),
                 ));
             };
             let t = self.begin(log_pos, size, secs);
@@ -734,9 +737,9 @@ impl Task<'_> {
             }
             EventType::XID_EVENT => self.commit(log_pos).await,
             EventType::TABLE_MAP_EVENT => {
-                let Some(EventData::TableMapEvent(tme)) = ev
-                    .read_data()
-                    .map_err(|e| FerryError::external(COMPONENT, format!("table map event: {e}")))?
+                let Some(EventData::TableMapEvent(tme)) = ev.read_data().map_err(|e| {
+                    FerryError::external(COMPONENT, format!("table map event: {e}"))
+                })?
                 else {
                     return Ok(true);
                 };
@@ -790,12 +793,12 @@ impl Task<'_> {
         for (i, t) in self.s.tables.iter().enumerate() {
             let name = t.table.to_ascii_lowercase();
             let mentioned = lower.contains(&format!("`{name}`"))
-                || words
-                    .iter()
-                    .any(|w| w.trim_matches(|c| c == ';' || c == '(') == name
-                        || w.ends_with(&format!(".{name}")));
-            let same_db = schema.eq_ignore_ascii_case(&t.db)
-                || lower.contains(&t.db.to_ascii_lowercase());
+                || words.iter().any(|w| {
+                    w.trim_matches(|c| c == ';' || c == '(') == name
+                        || w.ends_with(&format!(".{name}"))
+                });
+            let same_db =
+                schema.eq_ignore_ascii_case(&t.db) || lower.contains(&t.db.to_ascii_lowercase());
             if mentioned && same_db {
                 if words.first() == Some(&"truncate") {
                     tracing::warn!(
@@ -899,7 +902,10 @@ impl Task<'_> {
                     format!("a row of {}: {e}", self.s.tables[t].schema.name),
                 )
             })?;
-            let txn = self.txn.as_mut().ok_or_else(|| FerryError::internal("no txn"))?;
+            let txn = self
+                .txn
+                .as_mut()
+                .ok_or_else(|| FerryError::internal("no txn"))?;
             if self.to_skip > 0 {
                 // Returned before the restore: the first transaction comes again in full.
                 self.to_skip -= 1;
@@ -938,17 +944,33 @@ impl Task<'_> {
             };
             match kind_of {
                 0 => {
-                    append_row(table, &mut p.builders, after.as_ref().ok_or_else(|| missing("insert"))?)?;
+                    append_row(
+                        table,
+                        &mut p.builders,
+                        after.as_ref().ok_or_else(|| missing("insert"))?,
+                    )?;
                     p.kinds.push(RowKind::Insert as u8);
                 }
                 1 => {
-                    append_row(table, &mut p.builders, before.as_ref().ok_or_else(|| missing("update"))?)?;
+                    append_row(
+                        table,
+                        &mut p.builders,
+                        before.as_ref().ok_or_else(|| missing("update"))?,
+                    )?;
                     p.kinds.push(RowKind::UpdateBefore as u8);
-                    append_row(table, &mut p.builders, after.as_ref().ok_or_else(|| missing("update"))?)?;
+                    append_row(
+                        table,
+                        &mut p.builders,
+                        after.as_ref().ok_or_else(|| missing("update"))?,
+                    )?;
                     p.kinds.push(RowKind::UpdateAfter as u8);
                 }
                 _ => {
-                    append_row(table, &mut p.builders, before.as_ref().ok_or_else(|| missing("delete"))?)?;
+                    append_row(
+                        table,
+                        &mut p.builders,
+                        before.as_ref().ok_or_else(|| missing("delete"))?,
+                    )?;
                     p.kinds.push(RowKind::Delete as u8);
                 }
             }
@@ -995,7 +1017,9 @@ impl Task<'_> {
     /// Hands over the pending rows in the middle of a transaction.
     async fn flush_partial(&mut self) -> Result<bool> {
         let Some(txn) = &self.txn else {
-            return Err(FerryError::internal("a partial flush outside a transaction"));
+            return Err(FerryError::internal(
+                "a partial flush outside a transaction",
+            ));
         };
         let pos = Position {
             file: txn.start.file.clone(),
@@ -1141,7 +1165,11 @@ impl Task<'_> {
 }
 
 /// Appends one binlog row image.
-fn append_row(table: &CdcTable, b: &mut Builders, row: &mysql_async::binlog::row::BinlogRow) -> Result<()> {
+fn append_row(
+    table: &CdcTable,
+    b: &mut Builders,
+    row: &mysql_async::binlog::row::BinlogRow,
+) -> Result<()> {
     for i in 0..table.columns.len() {
         b.append_binlog(i, row.as_ref(i), &table.kinds[i])?;
     }
@@ -1170,7 +1198,9 @@ fn row_keys(table: &CdcTable, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
 fn after_key(keys: &[String], lits: &[String]) -> String {
     let mut ors = Vec::with_capacity(keys.len());
     for i in 0..keys.len() {
-        let mut ands: Vec<String> = (0..i).map(|j| format!("{} = {}", keys[j], lits[j])).collect();
+        let mut ands: Vec<String> = (0..i)
+            .map(|j| format!("{} = {}", keys[j], lits[j]))
+            .collect();
         ands.push(format!("{} > {}", keys[i], lits[i]));
         ors.push(format!("({})", ands.join(" AND ")));
     }
@@ -1258,10 +1288,7 @@ mod tests {
     fn a_composite_key_is_compared_column_by_column() {
         let k = vec!["`a`".to_string(), "`b`".to_string()];
         let v = vec!["1".to_string(), "'x'".to_string()];
-        assert_eq!(
-            after_key(&k, &v),
-            "(`a` > 1) OR (`a` = 1 AND `b` > 'x')"
-        );
+        assert_eq!(after_key(&k, &v), "(`a` > 1) OR (`a` = 1 AND `b` > 'x')");
         assert_eq!(after_key(&k[..1], &v[..1]), "(`a` > 1)");
     }
 }

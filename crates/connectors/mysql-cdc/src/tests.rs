@@ -291,7 +291,10 @@ fn every_type_reads_the_same_from_the_binlog_as_from_the_snapshot() {
     let last = out.last().unwrap();
     let bin_row = text(last, last.num_rows() - 1);
     assert_eq!(snap_row, bin_row, "snapshot vs binlog");
-    assert!(snap_row.contains(&"18446744073709551615".to_string()), "{snap_row:?}");
+    assert!(
+        snap_row.contains(&"18446744073709551615".to_string()),
+        "{snap_row:?}"
+    );
     assert!(snap_row.contains(&"b'c".to_string()), "{snap_row:?}");
     assert!(snap_row.contains(&"x,z".to_string()), "{snap_row:?}");
     d.close().unwrap();
@@ -444,12 +447,17 @@ fn a_keyless_table_is_refused_with_exactly_once_and_read_without() {
         .err()
         .unwrap()
         .to_string();
-    assert!(e.contains("no primary or unique key") && e.contains("exactly_once"), "{e}");
+    assert!(
+        e.contains("no primary or unique key") && e.contains("exactly_once"),
+        "{e}"
+    );
     let s = source(name, 6105, json!({})).unwrap();
     assert!(!s.is_replayable());
     let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
     step_until(&mut d, |out| events(out).len() >= 2).unwrap();
-    my(&format!("UPDATE ferry_mcdc_{name}.t SET v = 5 WHERE id = 2"));
+    my(&format!(
+        "UPDATE ferry_mcdc_{name}.t SET v = 5 WHERE id = 2"
+    ));
     step_until(&mut d, |out| events(out).len() >= 4).unwrap();
     let ev = events(d.output());
     assert_eq!(ev[2], (2, 2, RowKind::UpdateBefore));
