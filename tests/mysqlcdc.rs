@@ -283,6 +283,18 @@ fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot() {
     );
 }
 
+/// The state reader 0 of the job's source saved in its latest checkpoint, as text.
+fn latest_reader_state(job_dir: &std::path::Path) -> Option<String> {
+    let dir = job_dir.join("sources/0");
+    let latest = std::fs::read_dir(&dir)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .max()?;
+    std::fs::read(dir.join(latest.to_string()).join("0"))
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
 const CHAOS_ROWS: u64 = 20_000;
 const CHAOS_KILLS: u64 = 20;
 
@@ -324,7 +336,7 @@ source {
     username = "root"
     table-names = ["ferry_mcdc_chaos.src"]
     server-id = 6201
-    snapshot.split.size = 250
+    snapshot.split.size = 100
     exactly_once = true
   }
 }
@@ -360,11 +372,13 @@ sink {
     };
     let mut rng = Rng(0x5eed_cdc2);
     let mut kills = 0;
+    // Kills after which the job resumed from a checkpoint inside the snapshot, or in the binlog.
+    let (mut in_snapshot, mut in_binlog) = (0, 0);
     for i in 0..CHAOS_KILLS {
         let mut child = common::start_job(&job, "chaos", &ckpt, &[]);
-        // The first kills land in the snapshot (80 chunks), the later ones in the binlog.
+        // The first kills land in the snapshot (200 chunks), the later ones in the binlog.
         let life = if i < 6 {
-            rng.between(300, 1200)
+            rng.between(200, 900)
         } else {
             rng.between(800, 2500)
         };
@@ -378,7 +392,16 @@ sink {
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
         kills += 1;
+        match latest_reader_state(&ckpt.join("chaos")) {
+            Some(s) if s.contains("\"snapshotted\":[]") => in_snapshot += 1,
+            Some(_) => in_binlog += 1,
+            None => {}
+        }
     }
+    assert!(
+        in_snapshot > 0 && in_binlog > 0,
+        "restored {in_snapshot} times inside the snapshot and {in_binlog} times in the binlog"
+    );
     // The last run starts under load too; then the workload stops and it catches up.
     let mut last = common::start_job(&job, "chaos", &ckpt, &[]);
     std::thread::sleep(Duration::from_secs(3));

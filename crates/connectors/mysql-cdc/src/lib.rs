@@ -325,22 +325,23 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 "include.schema.changes = true asks for schema evolution, which is not supported yet",
             ));
         }
-        let heartbeat =
-            match debezium.get("heartbeat.interval.ms") {
-                None => Duration::from_secs(1),
-                Some(v) => match v
-                    .as_u64()
-                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-                {
-                    Some(ms) if ms > 0 => Duration::from_millis(ms),
-                    _ => return Err(o.error(
+        let heartbeat = match debezium.get("heartbeat.interval.ms") {
+            None => Duration::from_secs(1),
+            Some(v) => match v
+                .as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            {
+                Some(ms) if ms > 0 => Duration::from_millis(ms),
+                _ => {
+                    return Err(o.error(
                         "debezium",
                         format!(
                             "heartbeat.interval.ms = {v} is not a positive number of milliseconds"
                         ),
-                    )),
-                },
-            };
+                    ))
+                }
+            },
+        };
         for k in debezium.keys() {
             if k != "heartbeat.interval.ms" && k != "include.schema.changes" {
                 tracing::info!(

@@ -517,17 +517,20 @@ impl Task<'_> {
     async fn stream(&mut self) -> Result<()> {
         loop {
             if self.txn.is_none() {
+                if self.last_status.elapsed() >= STATUS_EVERY {
+                    self.status().await?;
+                }
                 if self.window.is_none() {
                     self.open_window().await?;
                 }
                 if self.window.as_ref().is_some_and(|w| {
                     !self.pos.file.is_empty() && self.pos.binlog().reached(&w.high)
-                }) && !self.close_window().await?
-                {
-                    return Ok(());
-                }
-                if self.last_status.elapsed() >= STATUS_EVERY {
-                    self.status().await?;
+                }) {
+                    if !self.close_window().await? {
+                        return Ok(());
+                    }
+                    // The next chunk at once, not after the next event.
+                    continue;
                 }
             }
             let ev =
