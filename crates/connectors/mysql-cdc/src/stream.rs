@@ -720,13 +720,33 @@ impl Task<'_> {
                     .read_event()
                     .map_err(|e| FerryError::external(COMPONENT, format!("query event: {e}")))?;
                 let text = q.query().trim().to_string();
-                if text.eq_ignore_ascii_case("BEGIN") {
+                let upper = text.to_ascii_uppercase();
+                if upper == "BEGIN" || upper.starts_with("XA START") {
                     if self.txn.is_none() {
                         self.begin(log_pos, size, secs);
                     }
                     return Ok(true);
                 }
-                if text.eq_ignore_ascii_case("COMMIT") {
+                if upper.starts_with("XA END") {
+                    return Ok(true);
+                }
+                // An XA transaction's rows are written to the binlog with its XA PREPARE,
+                // which ends that event group; XA COMMIT / XA ROLLBACK come later as groups
+                // of their own. The rows are passed on at XA PREPARE (as a replica applies
+                // them); a later XA ROLLBACK of it is not undone downstream.
+                if upper == "COMMIT" || upper.starts_with("XA PREPARE") {
+                    return self.commit(log_pos).await;
+                }
+                if upper.starts_with("XA ROLLBACK") {
+                    tracing::warn!(
+                        "{COMPONENT}: {text}: rows this prepared XA transaction wrote to captured \
+                         tables were passed on at its XA PREPARE and are not taken back"
+                    );
+                }
+                if upper.starts_with("XA COMMIT") || upper.starts_with("XA ROLLBACK") {
+                    if self.txn.is_none() {
+                        self.begin(log_pos, size, secs);
+                    }
                     return self.commit(log_pos).await;
                 }
                 self.on_statement(&q.schema(), &text);

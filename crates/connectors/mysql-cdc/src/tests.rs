@@ -467,6 +467,44 @@ fn a_keyless_table_is_refused_with_exactly_once_and_read_without() {
 }
 
 #[test]
+fn an_xa_transaction_is_passed_on_at_its_prepare_and_the_position_moves_past_it() {
+    let name = "xa";
+    setup(name, "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL);");
+    let s = source(name, 6106, json!({})).unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    let start = Instant::now();
+    loop {
+        d.step().unwrap();
+        let snap = d.snapshot().unwrap();
+        let state = snap.readers[0].first().map(|s| &s.state);
+        if state.is_some_and(|s| !s.is_null()) && !position(&snap).snapshotted.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no snapshot");
+    }
+    my(&format!(
+        "USE ferry_mcdc_{name}; XA START 'ferry-x'; INSERT INTO t VALUES (1, 1), (2, 1);
+         XA END 'ferry-x'; XA PREPARE 'ferry-x'; XA COMMIT 'ferry-x'; INSERT INTO t VALUES (3, 1);"
+    ));
+    step_until(&mut d, |out| events(out).len() >= 3).unwrap();
+    let snap = d.snapshot().unwrap();
+    let ev = events(d.output());
+    assert_eq!(
+        ev.iter().map(|e| e.0).collect::<Vec<_>>(),
+        vec![1, 2, 3],
+        "{ev:?}"
+    );
+    // Restored after the last row, nothing comes again.
+    drop(d);
+    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    my(&format!("INSERT INTO ferry_mcdc_{name}.t VALUES (4, 1)"));
+    step_until(&mut d, |out| !events(out).is_empty()).unwrap();
+    assert_eq!(events(d.output())[0].0, 4);
+    d.close().unwrap();
+    teardown(name);
+}
+
+#[test]
 fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
     use ferry_api::SourceFactory as _;
     ferry_api::declare::check_specs(crate::MySqlCdcSourceFactory.options(), &[]).unwrap();
