@@ -21,8 +21,8 @@ const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
 /// Days from 1970-01-01 to 2000-01-01.
 const PG_EPOCH_DAYS: i32 = 10_957;
 
-/// One column's builder.
-enum Col {
+/// One column's builder (the binlog decoder in `mysql_binlog` appends to it directly).
+pub(crate) enum Col {
     Bool(BooleanBuilder),
     I8(Int8Builder),
     I16(Int16Builder),
@@ -141,14 +141,14 @@ impl Builders {
         )?)
     }
 
-    fn bad(&self, col: usize, what: impl std::fmt::Display) -> FerryError {
+    pub(crate) fn bad(&self, col: usize, what: impl std::fmt::Display) -> FerryError {
         FerryError::data(
             self.component,
             format!("column '{}': {what}", self.names[col]),
         )
     }
 
-    fn append_null(&mut self, i: usize) {
+    pub(crate) fn append_null(&mut self, i: usize) {
         match &mut self.cols[i] {
             Col::Bool(b) => b.append_null(),
             Col::I8(b) => b.append_null(),
@@ -307,6 +307,11 @@ impl Builders {
         Ok(())
     }
 
+    /// Column `i`'s builder.
+    pub(crate) fn col(&mut self, i: usize) -> &mut Col {
+        &mut self.cols[i]
+    }
+
     /// Marks a row complete after all its columns were appended.
     pub fn end_row(&mut self) {
         self.rows += 1;
@@ -323,12 +328,12 @@ fn be_i64(v: &[u8]) -> i64 {
     i64::from_be_bytes(b)
 }
 
-fn fits(x: i128, p: u8) -> bool {
+pub(crate) fn fits(x: i128, p: u8) -> bool {
     let max = 10i128.pow(p as u32);
     x > -max && x < max
 }
 
-fn mysql_time(s: &str) -> Option<i64> {
+pub(crate) fn mysql_time(s: &str) -> Option<i64> {
     let (hms, frac) = match s.split_once('.') {
         Some((a, b)) => (a, b),
         None => (s, ""),

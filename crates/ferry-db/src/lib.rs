@@ -1,6 +1,6 @@
 //! Relational databases for Ferry's connectors: PostgreSQL and MySQL/MariaDB.
 //!
-//! The `Jdbc` source and sink and the `Postgres-CDC` source all need the same pieces: where
+//! The `Jdbc` source and sink and the `Postgres-CDC` and `MySQL-CDC` sources all need the same pieces: where
 //! to connect (a JDBC URL and driver class as SeaTunnel job files give them), a table's
 //! columns and keys from the server's catalog mapped to SeaTunnel types on Arrow, and
 //! decoders from the wire (PostgreSQL's binary COPY and binary tuples, MySQL's text
@@ -12,6 +12,7 @@
 pub mod catalog;
 pub mod conn;
 pub mod decode;
+pub mod mysql_binlog;
 pub mod relation;
 pub mod types;
 

@@ -29,6 +29,7 @@ pub fn builtin() -> Registry {
         .source(ferry_connector_kafka::KafkaSourceFactory)
         .sink(ferry_connector_kafka::KafkaSinkFactory)
         .source(ferry_connector_postgres_cdc::PostgresCdcSourceFactory)
+        .source(ferry_connector_mysql_cdc::MySqlCdcSourceFactory)
         .transform(ferry_transforms::CopyTransformFactory)
         .transform(ferry_transforms::FilterTransformFactory)
         .transform(ferry_transforms::FieldMapperTransformFactory)

@@ -1,0 +1,707 @@
+//! # ferry-connector-mysql-cdc
+//!
+//! SeaTunnel's `MySQL-CDC` source: the tables' current rows, then every change to them,
+//! read from the binary log of MySQL or MariaDB in ROW format as a replica does
+//! (`COM_BINLOG_DUMP` under the job's `server-id`), as rows with their row kinds
+//! (`+I -U +U -D`) in the tables' Arrow schemas.
+//!
+//! - **One reader follows the binlog** (the split `mysql-cdc`, reader 0); its state is a
+//!   [`stream::Position`]: the binlog file and offset where the next transaction starts
+//!   (and the GTID state there), how much of that transaction was returned, and how far
+//!   the snapshot got. Restoring a checkpoint resumes exactly there.
+//! - **The snapshot needs no lock**: chunks by key, each reconciled with the changes the
+//!   binlog carries up to the server's position after the chunk was read (see
+//!   [`stream`]). A crash re-reads at most one chunk.
+//! - **Refusals, not silent errors**: a server without a ROW binlog with full row images,
+//!   a purged binlog position, and a captured table whose columns changed stop the job
+//!   with the reason.
+//!
+//! See `docs/connectors/MySQL-CDC.md`.
+
+pub mod stream;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_api::io::{Fetched, Fetcher, Readiness};
+use ferry_api::{
+    decode_state, Boundedness, EnumeratorContext, FerryError, JobContext, JobMode, OptionSpec,
+    Options, PrimaryKey, ReadStatus, ReaderContext, ResolveContext, Result, Source, SourceFactory,
+    SourceReader, Split, SplitEnumerator, TableSchema,
+};
+use ferry_db::mysql_binlog::{binlog_kind, charset_encoding, BinlogKind, BinlogPos, GtidState};
+use ferry_db::relation::describe_table;
+use ferry_db::{connect_mysql, literal, parse_url, ConnInfo, Dialect, Secret};
+use mysql_async::prelude::Queryable;
+use serde_json::{json, Map, Value};
+
+use crate::stream::{CdcTable, Item, Position, Settings, Startup};
+
+/// The component name in messages.
+pub(crate) const COMPONENT: &str = "source MySQL-CDC";
+
+/// The one split: the binlog stream (with the snapshot in it).
+const SPLIT_ID: &str = "mysql-cdc";
+
+const STARTUP_MODES: &[&str] = &["initial", "earliest", "latest", "specific", "timestamp"];
+const STOP_MODES: &[&str] = &["never"];
+const FORMATS: &[&str] = &["DEFAULT"];
+
+ferry_api::declare_options! {
+    /// The options of the source, with SeaTunnel's names.
+    struct CdcOptions => OPTIONS {
+        /// jdbc:mysql://host:port/db (or jdbc:mariadb://), with URL properties after '?'.
+        base_url: String = "base-url", required;
+        /// User name; it needs REPLICATION SLAVE, REPLICATION CLIENT (BINLOG MONITOR on MariaDB) and SELECT on the tables.
+        username: String = "username", required;
+        /// Password; never shown in messages.
+        password: String = "password", optional;
+        /// Databases of the tables (informational: table-names name them).
+        database_names: Vec<String> = "database-names", optional;
+        /// Tables to capture: database.table.
+        table_names: Vec<String> = "table-names", required;
+        /// Per table { table = "db.table", primaryKeys = ["id"], snapshotSplitColumn = "id" }: a key for tables without a primary key, and the column chunks are cut by.
+        table_names_config: Vec<Value> = "table-names-config", optional;
+        /// initial: the tables' rows, then their changes; latest: changes from now; earliest: from the oldest binlog the server has; specific: from startup.specific-offset.*; timestamp: from the first transaction at or after startup.timestamp.
+        startup_mode: String = "startup.mode", default "initial", values STARTUP_MODES;
+        /// The binlog file to start from (startup.mode = specific).
+        specific_file: String = "startup.specific-offset.file", optional;
+        /// The offset in that file to start from (startup.mode = specific).
+        specific_pos: u64 = "startup.specific-offset.pos", optional;
+        /// A MariaDB GTID state to start after (startup.mode = specific), instead of file and offset.
+        specific_gtid: String = "startup.specific-offset.gtid-set", optional;
+        /// Milliseconds since 1970 (startup.mode = timestamp).
+        startup_timestamp: u64 = "startup.timestamp", optional;
+        /// The stream never ends.
+        stop_mode: String = "stop.mode", default "never", values STOP_MODES;
+        /// Rows per snapshot chunk (by key).
+        split_size: u64 = "snapshot.split.size", default 8096;
+        /// Rows per batch of changes (a bigger transaction is handed on in several).
+        fetch_size: u64 = "snapshot.fetch.size", default 1024;
+        /// The replica id the reader registers with (a number, or a range of which the first is used); unique per job on the server.
+        server_id: String = "server-id", optional, shows "random in 5400-6400";
+        /// Accepted: values are read in UTC (TIMESTAMP columns as UTC wall time, DATETIME as stored).
+        _server_time_zone: String = "server-time-zone", default "UTC";
+        /// How long to wait for a connection.
+        connect_timeout_ms: u64 = "connect.timeout.ms", default 30000;
+        /// Accepted for compatibility.
+        _connect_max_retries: u64 = "connect.max-retries", default 3;
+        /// Accepted for compatibility.
+        _connection_pool_size: u64 = "connection.pool.size", default 20;
+        /// Accepted: chunks are cut by key with LIMIT, even or not.
+        _upper_bound: f64 = "chunk-key.even-distribution.factor.upper-bound", default 100.0, shows "100";
+        /// Accepted: see the upper bound.
+        _lower_bound: f64 = "chunk-key.even-distribution.factor.lower-bound", default 0.05;
+        /// Accepted for compatibility.
+        _sample_sharding_threshold: u64 = "sample-sharding.threshold", default 1000;
+        /// Accepted for compatibility.
+        _inverse_sampling_rate: u64 = "inverse-sampling.rate", default 1000;
+        /// Refuse tables without a key (whose snapshot cannot be reconciled with their changes).
+        exactly_once: bool = "exactly_once", default false;
+        /// Rows in the tables' schemas (COMPATIBLE_DEBEZIUM_JSON is not supported yet).
+        format: String = "format", default "DEFAULT", values FORMATS;
+        /// Schema evolution: not supported (a changed captured table stops the job).
+        schema_changes: bool = "schema-changes.enabled", default false;
+        /// Accepted: tinyint(1) is read as boolean, as SeaTunnel does by default.
+        _int_type_narrowing: bool = "int_type_narrowing", default true;
+        /// Debezium properties: heartbeat.interval.ms is used, include.schema.changes = true is refused, the others are accepted and ignored.
+        debezium: Map<String, Value> = "debezium", optional;
+    }
+}
+
+/// The factory of SeaTunnel's `MySQL-CDC` source.
+pub struct MySqlCdcSourceFactory;
+
+/// What `create` read, before the catalog is asked.
+#[derive(Debug)]
+struct Config {
+    conn: ConnInfo,
+    tables: Vec<String>,
+    keys: BTreeMap<String, Vec<String>>,
+    split_columns: BTreeMap<String, String>,
+    start: Startup,
+    server_id: u32,
+    split_size: usize,
+    fetch_size: usize,
+    exactly_once: bool,
+    heartbeat: Duration,
+}
+
+/// `5400` or `5400-5408` (the first id of the range: one reader follows the binlog).
+fn parse_server_id(s: &str) -> std::result::Result<u32, String> {
+    let first = match s.split_once('-') {
+        Some((a, b)) => {
+            let (a, b): (u32, u32) = match (a.trim().parse(), b.trim().parse()) {
+                (Ok(a), Ok(b)) => (a, b),
+                _ => return Err(format!("'{s}' is not a number or a range like 5400-5408")),
+            };
+            if a > b {
+                return Err(format!("'{s}': the range is empty"));
+            }
+            a
+        }
+        None => s
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a number or a range like 5400-5408"))?,
+    };
+    if first == 0 {
+        return Err("0 is not a valid replica id".into());
+    }
+    Ok(first)
+}
+
+impl SourceFactory for MySqlCdcSourceFactory {
+    fn name(&self) -> &'static str {
+        "MySQL-CDC"
+    }
+
+    fn description(&self) -> &'static str {
+        "Captures MySQL/MariaDB tables: a lock-free snapshot, then their changes from the binlog (ROW format)"
+    }
+
+    fn options(&self) -> &'static [OptionSpec] {
+        OPTIONS
+    }
+
+    fn create(&self, o: &mut Options, job: &JobContext) -> Result<Box<dyn Source>> {
+        if job.mode != JobMode::Streaming {
+            return Err(o.location().error(
+                "job.mode",
+                "MySQL-CDC reads a change stream that never ends: run it in a STREAMING job",
+            ));
+        }
+        let c = CdcOptions::read(o)?;
+        let parts = parse_url(&c.base_url).map_err(|m| o.error("base-url", m))?;
+        if parts.dialect != Dialect::MySql {
+            return Err(o.error("base-url", "is not a jdbc:mysql:// or jdbc:mariadb:// URL"));
+        }
+        let password = c.password.filter(|p| !p.is_empty()).map(Secret);
+        let tables = c.table_names;
+        if tables.is_empty() {
+            return Err(o.error("table-names", "lists no table"));
+        }
+        for t in &tables {
+            if t.split('.').count() != 2 {
+                return Err(o.error("table-names", format!("'{t}' is not database.table")));
+            }
+        }
+        if let Some(dbs) = &c.database_names {
+            for t in &tables {
+                let db = t.split('.').next().unwrap_or("");
+                if !dbs.is_empty() && !dbs.iter().any(|d| d == db) {
+                    return Err(o.error(
+                        "table-names",
+                        format!("'{t}' is in database '{db}', which database-names does not list"),
+                    ));
+                }
+            }
+        }
+        let mut keys = BTreeMap::new();
+        let mut split_columns = BTreeMap::new();
+        for (i, item) in c.table_names_config.into_iter().flatten().enumerate() {
+            let at = format!("table-names-config[{i}]");
+            let Some(table) = item.get("table").and_then(Value::as_str) else {
+                return Err(o.error(
+                    &at,
+                    "expected { table = \"db.table\", primaryKeys = [\"id\"] }",
+                ));
+            };
+            if !tables.iter().any(|t| t == table) {
+                return Err(o.error(
+                    &at,
+                    format!("names table '{table}', which table-names does not list"),
+                ));
+            }
+            if let Some(pk) = item.get("primaryKeys") {
+                let Some(pk) = pk.as_array() else {
+                    return Err(o.error(&at, "primaryKeys is not a list of column names"));
+                };
+                let cols: Vec<String> = pk
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect();
+                if cols.len() != pk.len() || cols.is_empty() {
+                    return Err(o.error(&at, "primaryKeys is not a list of column names"));
+                }
+                keys.insert(table.to_string(), cols);
+            }
+            if let Some(col) = item.get("snapshotSplitColumn") {
+                let Some(col) = col.as_str() else {
+                    return Err(o.error(&at, "snapshotSplitColumn is not a column name"));
+                };
+                split_columns.insert(table.to_string(), col.to_string());
+            }
+            if let Some(Value::Object(m)) = Some(&item) {
+                for k in m.keys() {
+                    if !["table", "primaryKeys", "snapshotSplitColumn"].contains(&k.as_str()) {
+                        return Err(o.error(
+                            &at,
+                            format!("unknown key '{k}' (table, primaryKeys, snapshotSplitColumn)"),
+                        ));
+                    }
+                }
+            }
+        }
+        let start = match c.startup_mode.to_ascii_lowercase().as_str() {
+            "initial" => Startup::Initial,
+            "latest" => Startup::Latest,
+            "earliest" => Startup::Earliest,
+            "specific" => match (c.specific_file, c.specific_pos, c.specific_gtid) {
+                (_, _, Some(g)) => {
+                    if GtidState::parse(&g).is_none() {
+                        return Err(o.error(
+                            "startup.specific-offset.gtid-set",
+                            format!("'{g}' is not a MariaDB GTID state (domain-server-seq, comma separated)"),
+                        ));
+                    }
+                    Startup::Gtid(g)
+                }
+                (Some(file), Some(pos), None) => Startup::Specific(BinlogPos { file, pos }),
+                _ => return Err(o.error(
+                    "startup.mode",
+                    "specific needs startup.specific-offset.file and startup.specific-offset.pos \
+                         (or startup.specific-offset.gtid-set)",
+                )),
+            },
+            "timestamp" => match c.startup_timestamp {
+                Some(ms) => Startup::Timestamp(ms as i64),
+                None => {
+                    return Err(o.error(
+                        "startup.mode",
+                        "timestamp needs startup.timestamp (milliseconds since 1970)",
+                    ))
+                }
+            },
+            other => {
+                return Err(o.error(
+                    "startup.mode",
+                    format!(
+                        "'{other}' is not one of initial, earliest, latest, specific, timestamp"
+                    ),
+                ))
+            }
+        };
+        if !c.stop_mode.eq_ignore_ascii_case("never") {
+            return Err(o.error(
+                "stop.mode",
+                format!(
+                    "'{}' is not supported: the stream runs until the job stops",
+                    c.stop_mode
+                ),
+            ));
+        }
+        let server_id = match c.server_id {
+            Some(s) => parse_server_id(&s).map_err(|m| o.error("server-id", m))?,
+            // SeaTunnel picks a random id; one from the job's tables keeps reruns of the
+            // same job on the same id (a rerun then ends its predecessor's connection).
+            None => {
+                let mut h: u32 = 2166136261;
+                for b in tables.join(",").bytes() {
+                    h = (h ^ b as u32).wrapping_mul(16777619);
+                }
+                5400 + h % 1001
+            }
+        };
+        if c.schema_changes {
+            return Err(o.error(
+                "schema-changes.enabled",
+                "schema evolution is not supported yet: a captured table whose columns change stops the job with the change named",
+            ));
+        }
+        let debezium = c.debezium.unwrap_or_default();
+        if debezium
+            .get("include.schema.changes")
+            .is_some_and(|v| v.as_bool() == Some(true) || v.as_str() == Some("true"))
+        {
+            return Err(o.error(
+                "debezium",
+                "include.schema.changes = true asks for schema evolution, which is not supported yet",
+            ));
+        }
+        let heartbeat = match debezium.get("heartbeat.interval.ms") {
+            None => Duration::from_secs(1),
+            Some(v) => match v
+                .as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            {
+                Some(ms) if ms > 0 => Duration::from_millis(ms),
+                _ => {
+                    return Err(o.error(
+                        "debezium",
+                        format!(
+                            "heartbeat.interval.ms = {v} is not a positive number of milliseconds"
+                        ),
+                    ))
+                }
+            },
+        };
+        for k in debezium.keys() {
+            if k != "heartbeat.interval.ms" && k != "include.schema.changes" {
+                tracing::info!(
+                    "{COMPONENT}: debezium.{k} does not apply to Ferry's reader and is ignored"
+                );
+            }
+        }
+        if !c.format.eq_ignore_ascii_case("default") {
+            return Err(o.error(
+                "format",
+                format!("'{}' is not supported yet: MySQL-CDC writes rows in the tables' schemas (DEFAULT)", c.format),
+            ));
+        }
+        let timeout = c.connect_timeout_ms.max(1000);
+        o.finish(OPTIONS)?;
+        let conn = ConnInfo {
+            dialect: Dialect::MySql,
+            host: parts.host,
+            port: parts.port,
+            database: parts.database,
+            user: c.username,
+            password,
+            properties: parts.properties,
+            connect_timeout: Duration::from_millis(timeout),
+        };
+        Ok(Box::new(MySqlCdcSource {
+            config: Arc::new(Config {
+                conn,
+                tables,
+                keys,
+                split_columns,
+                start,
+                server_id,
+                split_size: c.split_size.max(1) as usize,
+                fetch_size: c.fetch_size.max(1) as usize,
+                exactly_once: c.exactly_once,
+                heartbeat,
+            }),
+            settings: None,
+        }))
+    }
+}
+
+/// A configured `MySQL-CDC` source.
+#[derive(Debug)]
+pub struct MySqlCdcSource {
+    config: Arc<Config>,
+    settings: Option<Arc<Settings>>,
+}
+
+impl MySqlCdcSource {
+    async fn describe(&self) -> Result<Vec<CdcTable>> {
+        let c = &self.config;
+        let mut out = Vec::with_capacity(c.tables.len());
+        let mut sql = connect_mysql(&c.conn, COMPONENT).await?;
+        for path in &c.tables {
+            let d = describe_table(&c.conn, COMPONENT, path).await?;
+            let (db, table) = path.split_once('.').unwrap_or(("", path));
+            // The binlog carries text in each column's own character set.
+            let q = format!(
+                "SELECT COLUMN_NAME, CHARACTER_SET_NAME FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = {} AND TABLE_NAME = {}",
+                literal(Dialect::MySql, db),
+                literal(Dialect::MySql, table)
+            );
+            let charsets: BTreeMap<String, String> = sql
+                .query::<(String, Option<String>), _>(&q)
+                .await
+                .map_err(|e| FerryError::external(COMPONENT, format!("{e}: {q}")))?
+                .into_iter()
+                .map(|(n, cs)| (n, cs.unwrap_or_default()))
+                .collect();
+            let mut kinds = Vec::with_capacity(d.columns.len());
+            for col in &d.columns {
+                let kind = binlog_kind(col);
+                let cs = charsets.get(&col.name).map(String::as_str).unwrap_or("");
+                let enc = charset_encoding(cs).map_err(|why| {
+                    FerryError::config(format!(
+                        "{COMPONENT}: column '{}' of {path}: {why}",
+                        col.name
+                    ))
+                })?;
+                kinds.push(match (kind, enc) {
+                    (BinlogKind::Plain, Some(enc))
+                        if col.data_type == arrow::datatypes::DataType::Utf8 =>
+                    {
+                        BinlogKind::Text(enc)
+                    }
+                    (k, _) => k,
+                });
+            }
+            let mut schema: TableSchema = d.schema;
+            let mut key = d.key;
+            if let Some(k) = c.keys.get(path) {
+                for col in k {
+                    if !d.columns.iter().any(|x| &x.name == col) {
+                        return Err(FerryError::config(format!(
+                            "{COMPONENT}: table-names-config gives key column '{col}', which {path} does not have"
+                        )));
+                    }
+                }
+                key = k.clone();
+                let mut catalog = (*schema.catalog).clone();
+                catalog.primary_key = Some(PrimaryKey {
+                    name: format!("pk_{table}"),
+                    columns: k.clone(),
+                });
+                schema = schema.with_catalog(catalog);
+            }
+            if let Some(col) = c.split_columns.get(path) {
+                if key.len() != 1 || &key[0] != col {
+                    return Err(FerryError::config(format!(
+                        "{COMPONENT}: table-names-config gives snapshotSplitColumn '{col}' for {path}, \
+                         whose key is [{}]: chunks are cut by the table's key, so that a chunk ends \
+                         where the next begins",
+                        key.join(", ")
+                    )));
+                }
+            }
+            if key.is_empty() && c.exactly_once {
+                return Err(FerryError::config(format!(
+                    "{COMPONENT}: {path} has no primary or unique key, so its snapshot cannot be \
+                     reconciled with its changes and exactly_once = true cannot hold; give it a key \
+                     in table-names-config, or set exactly_once = false (at-least-once)"
+                )));
+            }
+            out.push(CdcTable {
+                schema,
+                columns: d.columns,
+                kinds,
+                key,
+                db: db.to_string(),
+                table: table.to_string(),
+            });
+        }
+        let _ = sql.disconnect().await;
+        Ok(out)
+    }
+}
+
+impl Source for MySqlCdcSource {
+    fn resolve(&mut self, ctx: &ResolveContext) -> Result<()> {
+        let what = format!(
+            "reading the tables' columns from {}",
+            self.config.conn.address()
+        );
+        let tables = ctx.block_on(&what, self.describe())?;
+        let c = &self.config;
+        self.settings = Some(Arc::new(Settings {
+            conn: c.conn.clone(),
+            server_id: c.server_id,
+            split_size: c.split_size,
+            fetch_size: c.fetch_size,
+            tables,
+            start: c.start.clone(),
+            heartbeat: c.heartbeat,
+        }));
+        Ok(())
+    }
+
+    fn boundedness(&self) -> Boundedness {
+        Boundedness::Unbounded
+    }
+
+    fn tables(&self) -> Vec<TableSchema> {
+        self.settings
+            .as_ref()
+            .map(|s| s.tables.iter().map(|t| t.schema.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Restoring a position replays the binlog exactly; a snapshot chunk in flight is read
+    /// again, reconciled with the changes by key, so tables without a key are not replayed
+    /// exactly.
+    fn is_replayable(&self) -> bool {
+        self.settings
+            .as_ref()
+            .is_some_and(|s| s.tables.iter().all(|t| !t.key.is_empty()))
+    }
+
+    /// A binlog dump streams to one connection per replica id; a reader that ends with its
+    /// micro-batch would register anew for every batch and end the one before.
+    fn needs_long_lived_reader(&self) -> Option<String> {
+        Some(
+            "it reads the binlog as a replica registered under its server-id, one connection \
+             at a time: a Spark read task ends with its micro-batch (not supported on Spark yet)"
+                .into(),
+        )
+    }
+
+    fn create_enumerator(
+        &self,
+        _ctx: &EnumeratorContext,
+        restored: Option<Value>,
+    ) -> Result<Box<dyn SplitEnumerator>> {
+        let assigned = restored
+            .as_ref()
+            .and_then(|v| v.get("assigned"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let pending = restored
+            .as_ref()
+            .and_then(|v| v.get("pending"))
+            .map(|v| decode_state::<Vec<Split>>(v, "the MySQL-CDC enumerator"))
+            .transpose()?
+            .unwrap_or_default();
+        Ok(Box::new(Enumerator { assigned, pending }))
+    }
+
+    fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
+        let settings = self
+            .settings
+            .clone()
+            .ok_or_else(|| FerryError::internal("MySQL-CDC reader created before resolve"))?;
+        Ok(Box::new(Reader {
+            settings,
+            readiness: Readiness::new(),
+            fetcher: None,
+            has_split: false,
+            no_more: false,
+            position: None,
+            progress: Arc::default(),
+        }))
+    }
+}
+
+/// Hands the one split to reader 0.
+struct Enumerator {
+    assigned: bool,
+    pending: Vec<Split>,
+}
+
+impl SplitEnumerator for Enumerator {
+    fn discover(&mut self) -> Result<Vec<(usize, Split)>> {
+        let mut out: Vec<(usize, Split)> = self.pending.drain(..).map(|s| (0, s)).collect();
+        if !self.assigned {
+            self.assigned = true;
+            out.push((
+                0,
+                Split {
+                    id: SPLIT_ID.into(),
+                    state: Value::Null,
+                },
+            ));
+        }
+        Ok(out)
+    }
+    fn is_exhausted(&self) -> bool {
+        self.assigned && self.pending.is_empty()
+    }
+    fn add_splits_back(&mut self, splits: Vec<Split>, _reader: usize) {
+        self.pending.extend(splits);
+    }
+    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
+        Ok(json!({ "assigned": self.assigned, "pending": self.pending }))
+    }
+}
+
+/// Reads the binlog through a fetch task on the I/O runtime.
+struct Reader {
+    settings: Arc<Settings>,
+    readiness: Readiness,
+    fetcher: Option<Fetcher<Item>>,
+    has_split: bool,
+    no_more: bool,
+    /// The position after the last item taken; `None` until the task has found its start.
+    position: Option<Position>,
+    /// How far behind the server the task is.
+    progress: Arc<stream::Progress>,
+}
+
+impl SourceReader for Reader {
+    fn add_splits(&mut self, splits: Vec<Split>) -> Result<()> {
+        for split in splits {
+            if self.has_split {
+                return Err(FerryError::internal(
+                    "MySQL-CDC reader was given its split twice",
+                ));
+            }
+            // Null: the job's first run, which takes its start from startup.mode.
+            let start: Option<Position> = split.read_state()?;
+            self.position = start.clone();
+            self.has_split = true;
+            let (s, progress) = (self.settings.clone(), self.progress.clone());
+            self.fetcher = Some(Fetcher::spawn(4, &self.readiness, move |tx| {
+                stream::run(s, start, progress, tx)
+            })?);
+        }
+        Ok(())
+    }
+
+    fn no_more_splits(&mut self) {
+        self.no_more = true;
+    }
+
+    fn poll_next(&mut self) -> Result<ReadStatus> {
+        let Some(f) = self.fetcher.as_mut() else {
+            return Ok(if self.no_more {
+                ReadStatus::Finished
+            } else {
+                ReadStatus::Idle(Duration::from_secs(1))
+            });
+        };
+        loop {
+            match f.try_next()? {
+                Fetched::Item(Item::Rows(batch, pos)) => {
+                    self.position = Some(pos);
+                    return Ok(ReadStatus::Batch(batch));
+                }
+                Fetched::Item(Item::Moved(pos)) => self.position = Some(pos),
+                Fetched::Empty => return Ok(ReadStatus::Idle(Duration::from_secs(1))),
+                Fetched::Closed => {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        "the binlog task ended without an error",
+                    ))
+                }
+            }
+        }
+    }
+
+    fn readiness(&self) -> Option<Readiness> {
+        Some(self.readiness.clone())
+    }
+
+    /// Replication lag (bytes of binlog between the server's end and the position
+    /// returned, and the server's clock minus the time of the newest change returned, while
+    /// behind) and the snapshot's progress (tables done of all, chunks read by this run;
+    /// `streaming` 1 once every table's snapshot is done).
+    fn figures(&self) -> Vec<(&'static str, f64)> {
+        let Some(p) = &self.position else {
+            return Vec::new();
+        };
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let lag_bytes = load(&self.progress.lag_bytes);
+        let last = load(&self.progress.last_event_secs);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let lag_seconds = if lag_bytes > 0 && last > 0 {
+            now.saturating_sub(last) as f64
+        } else {
+            0.0
+        };
+        let tables = self.settings.tables.len();
+        let done = p.snapshotted.len().min(tables);
+        vec![
+            ("lag_bytes", lag_bytes as f64),
+            ("lag_seconds", lag_seconds),
+            ("snapshot_tables_done", done as f64),
+            ("snapshot_tables_total", tables as f64),
+            ("snapshot_chunks_read", load(&self.progress.chunks) as f64),
+            ("streaming", if done >= tables { 1.0 } else { 0.0 }),
+        ]
+    }
+
+    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Vec<Split>> {
+        if !self.has_split {
+            return Ok(Vec::new());
+        }
+        Ok(vec![Split::typed(SPLIT_ID, &self.position)?])
+    }
+}

@@ -1,0 +1,1317 @@
+//! The reader's fetch task: the server's binlog as a replica reads it, with the snapshot
+//! read chunk by chunk on a second connection and reconciled with the binlog.
+//!
+//! # Positions
+//! A [`Position`] is the reader's checkpointed state. `file`/`pos` is where the next
+//! transaction starts in the binlog: every transaction before it has been returned in
+//! full. `skip` counts the changes of that transaction already returned (a big
+//! transaction is returned in several batches, so a checkpoint may fall inside it; after a
+//! restart the server sends it again from its start and the first `skip` changes are
+//! dropped). `gtid` is the MariaDB GTID state there, kept for operators and for a start by
+//! GTID (`file` is empty until the server has said where such a start lies). Every item
+//! the task hands over carries the position after it, so the reader's snapshot covers
+//! exactly the rows it returned.
+//!
+//! # Snapshot chunks
+//! For each chunk (`snapshot.split.size` rows of a table in key order, after the last key
+//! of the previous chunk) the task selects the chunk, then asks the server for the end of
+//! its binlog (`SHOW MASTER STATUS`: the high mark). Every transaction the chunk's select
+//! could have seen lies before that mark. The binlog keeps streaming; until it reaches the
+//! high mark the task notes the keys the changes of the chunk's table touch (from where the
+//! stream stood when the chunk was read, which is before any change the select could not
+//! see, and the keys of the last transactions returned before that, in case one of them
+//! was written to the binlog but not yet visible to the select). At the high mark it
+//! returns the chunk's rows except those keys, whose newer state (full row images) the
+//! stream has already returned. No lock, no long transaction; a crash re-reads at most the
+//! chunk in flight: a chunk is returned as one batch, and the position after it records
+//! its last key.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, UInt8Array};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use arrow::row::{RowConverter, SortField};
+use ferry_api::io::FetchSender;
+use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema};
+use ferry_db::mysql_binlog::{
+    binary_logs, binlog_type_fits, mariadb_gtid, server_log, BinlogKind, BinlogPos, GtidState,
+    MARIADB_GTID_EVENT,
+};
+use ferry_db::{connect_mysql, literal, Builders, ColumnDef, ConnInfo, Dialect};
+use futures_util::StreamExt;
+use mysql_async::binlog::events::{EventData, QueryEvent, RotateEvent, RowsEventData};
+use mysql_async::binlog::EventType;
+use mysql_async::prelude::Queryable;
+use mysql_async::{BinlogStream, BinlogStreamRequest};
+use serde::{Deserialize, Serialize};
+
+use crate::COMPONENT;
+
+/// How often, at most, a position moved by transactions of other tables is handed to the
+/// reader.
+const MOVED_EVERY: Duration = Duration::from_secs(1);
+
+/// How often the server's binlog end is asked for the lag figures.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// How many recently returned transactions keep their keys while a snapshot is under way.
+const RECENT_TXNS: usize = 256;
+
+/// How the job starts when no checkpoint says where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Startup {
+    /// The tables' rows, then the binlog from the server's end at the start.
+    Initial,
+    /// The binlog from the server's end.
+    Latest,
+    /// The binlog from the oldest file the server has.
+    Earliest,
+    /// The binlog from a file and offset.
+    Specific(BinlogPos),
+    /// The binlog after a MariaDB GTID state.
+    Gtid(String),
+    /// The binlog from the first transaction at or after this time (ms since 1970),
+    /// searched from the oldest file.
+    Timestamp(i64),
+}
+
+/// One captured table.
+#[derive(Debug, Clone)]
+pub struct CdcTable {
+    /// Routing name (the `table-names` entry), Arrow schema and catalog.
+    pub schema: TableSchema,
+    /// Columns in table order, as the decoders read them.
+    pub columns: Vec<ColumnDef>,
+    /// Per column, what the catalog adds to its binlog values.
+    pub kinds: Vec<BinlogKind>,
+    /// Key columns (primary key, `table-names-config`, or a unique key); empty if none.
+    pub key: Vec<String>,
+    /// The database.
+    pub db: String,
+    /// The table name.
+    pub table: String,
+}
+
+impl CdcTable {
+    fn quoted(&self) -> String {
+        Dialect::MySql.quote_path(&[&self.db, &self.table])
+    }
+
+    fn key_indexes(&self) -> Vec<usize> {
+        self.key
+            .iter()
+            .filter_map(|k| self.columns.iter().position(|c| &c.name == k))
+            .collect()
+    }
+
+    /// Whether chunks can be cut by key: every key column's text is a literal the server
+    /// reads back exactly.
+    fn chunkable(&self) -> bool {
+        !self.key.is_empty()
+            && self.key_indexes().iter().all(|i| {
+                !matches!(
+                    self.columns[*i].data_type,
+                    DataType::Binary | DataType::Boolean | DataType::Float32 | DataType::Float64
+                )
+            })
+    }
+}
+
+/// What the fetch task needs.
+#[derive(Debug)]
+pub struct Settings {
+    /// The server.
+    pub conn: ConnInfo,
+    /// The replica id the binlog dump registers with.
+    pub server_id: u32,
+    /// Rows per snapshot chunk.
+    pub split_size: usize,
+    /// Rows per batch of changes.
+    pub fetch_size: usize,
+    /// The captured tables.
+    pub tables: Vec<CdcTable>,
+    /// Where a job without a checkpoint starts.
+    pub start: Startup,
+    /// How often the server sends a heartbeat while the binlog is idle.
+    pub heartbeat: Duration,
+}
+
+/// The snapshot of one table under way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkProgress {
+    /// The table (routing name).
+    pub table: String,
+    /// The last key of the last chunk returned, as text (one per key column).
+    pub after: Vec<String>,
+}
+
+/// The reader's position (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// The binlog file where the next transaction starts (empty: start after `gtid`).
+    pub file: String,
+    /// The offset in it.
+    pub pos: u64,
+    /// Changes of the transaction at `file`/`pos` already returned.
+    pub skip: u64,
+    /// The MariaDB GTID state at `file`/`pos` (empty when unknown).
+    #[serde(default)]
+    pub gtid: String,
+    /// Tables whose snapshot is complete.
+    pub snapshotted: Vec<String>,
+    /// The table whose snapshot is under way.
+    pub chunk: Option<ChunkProgress>,
+    /// `startup.mode = timestamp`: transactions before this time (ms) are passed over until
+    /// the first one at or after it.
+    #[serde(default)]
+    pub since_ms: Option<i64>,
+}
+
+impl Position {
+    fn binlog(&self) -> BinlogPos {
+        BinlogPos {
+            file: self.file.clone(),
+            pos: self.pos,
+        }
+    }
+
+    fn text(&self) -> String {
+        if self.file.is_empty() {
+            format!("GTID {}", self.gtid)
+        } else {
+            format!("{}:{}", self.file, self.pos)
+        }
+    }
+}
+
+/// What the task hands to the reader.
+#[derive(Debug)]
+pub enum Item {
+    /// Rows, and the position after them.
+    Rows(ChangeBatch, Position),
+    /// The position moved without rows for the reader.
+    Moved(Position),
+}
+
+/// What the fetch task knows of how far behind the server it is, for the reader's figures:
+/// written by the task, read by the reader, never waited on.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Bytes of binlog between the position handed over and the server's end.
+    pub lag_bytes: AtomicU64,
+    /// The time (s since 1970) of the newest transaction handed over; 0 before the first.
+    pub last_event_secs: AtomicU64,
+    /// Snapshot chunks read by this run.
+    pub chunks: AtomicU64,
+}
+
+fn my(e: mysql_async::Error, what: &str) -> FerryError {
+    FerryError::external(COMPONENT, format!("{e}: {what}"))
+}
+
+/// Runs until the reader is gone or an error ends it (the error is handed over).
+pub async fn run(
+    s: Arc<Settings>,
+    start: Option<Position>,
+    progress: Arc<Progress>,
+    tx: FetchSender<Item>,
+) {
+    if let Err(e) = run_inner(s, start, progress, &tx).await {
+        let _ = tx.send(Err(e)).await;
+    }
+}
+
+/// The server variables the binlog must have, checked before anything is read.
+async fn check_server(sql: &mut mysql_async::Conn, conn: &ConnInfo) -> Result<()> {
+    let q = "SELECT @@log_bin, @@binlog_format, @@binlog_row_image";
+    let row: Option<(Option<String>, Option<String>, Option<String>)> =
+        sql.query_first(q).await.map_err(|e| my(e, q))?;
+    let (log_bin, format, image) = row.unwrap_or_default();
+    let fix = "set it in the server's [mysqld] options (log_bin, binlog_format = ROW, \
+               binlog_row_image = FULL, server_id) and restart it";
+    if !matches!(log_bin.as_deref(), Some("1") | Some("ON")) {
+        return Err(FerryError::external(
+            COMPONENT,
+            format!(
+                "the server at {} writes no binary log (log_bin is off); {fix}",
+                conn.address()
+            ),
+        ));
+    }
+    if !format.as_deref().unwrap_or("").eq_ignore_ascii_case("ROW") {
+        return Err(FerryError::external(
+            COMPONENT,
+            format!(
+                "the server at {} has binlog_format = {}; change data capture reads ROW events: {fix}",
+                conn.address(),
+                format.unwrap_or_default()
+            ),
+        ));
+    }
+    if !image.as_deref().unwrap_or("").eq_ignore_ascii_case("FULL") {
+        return Err(FerryError::external(
+            COMPONENT,
+            format!(
+                "the server at {} has binlog_row_image = {}; an update must carry whole rows \
+                 (FULL), or unchanged columns would be written as NULL: {fix}",
+                conn.address(),
+                image.unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn purged(s: &Settings, p: &Position) -> FerryError {
+    FerryError::external(
+        COMPONENT,
+        format!(
+            "the server at {} no longer has the binlog at {} (purged: expire_logs_days / \
+             binlog_expire_logs_seconds, or PURGE BINARY LOGS), so the changes after the \
+             checkpoint are gone: nothing can be resumed without losing them. Start the job \
+             anew (--from-scratch, or a new job id) to read the tables from a fresh snapshot, \
+             and keep binlogs longer than the job may be stopped",
+            s.conn.address(),
+            p.text()
+        ),
+    )
+}
+
+/// Where a job without a checkpoint starts.
+async fn first_position(s: &Settings, sql: &mut mysql_async::Conn) -> Result<Position> {
+    let log = server_log(sql, COMPONENT).await?;
+    let end = log.end.clone().ok_or_else(|| {
+        FerryError::external(
+            COMPONENT,
+            format!(
+                "the server at {} shows no binlog position (SHOW MASTER STATUS is empty)",
+                s.conn.address()
+            ),
+        )
+    })?;
+    let all: Vec<String> = s.tables.iter().map(|t| t.schema.name.to_string()).collect();
+    let mut p = Position {
+        file: end.file.clone(),
+        pos: end.pos,
+        skip: 0,
+        gtid: log.gtid.clone(),
+        snapshotted: all,
+        chunk: None,
+        since_ms: None,
+    };
+    match &s.start {
+        Startup::Initial => p.snapshotted.clear(),
+        Startup::Latest => {}
+        Startup::Earliest | Startup::Timestamp(_) => {
+            let logs = binary_logs(sql, COMPONENT).await?;
+            let first = logs.first().map(|(f, _)| f.clone()).unwrap_or(end.file);
+            p.file = first;
+            p.pos = 4;
+            p.gtid = String::new();
+            if let Startup::Timestamp(ms) = s.start {
+                p.since_ms = Some(ms);
+            }
+        }
+        Startup::Specific(b) => {
+            p.file = b.file.clone();
+            p.pos = b.pos;
+            p.gtid = String::new();
+        }
+        Startup::Gtid(g) => {
+            if !log.mariadb {
+                return Err(FerryError::config(format!(
+                    "{COMPONENT}: startup.specific-offset.gtid-set is read as a MariaDB GTID state, \
+                     and the server at {} is MySQL: give startup.specific-offset.file and .pos",
+                    s.conn.address()
+                )));
+            }
+            p.file = String::new();
+            p.pos = 0;
+            p.gtid = g.clone();
+        }
+    }
+    Ok(p)
+}
+
+/// Opens the binlog dump at `p` under the job's replica id; also says whether the server
+/// checksums its events.
+async fn open_binlog(s: &Settings, p: &Position) -> Result<(BinlogStream, bool)> {
+    let mut c = connect_mysql(&s.conn, COMPONENT).await?;
+    let q = "SELECT @@global.binlog_checksum";
+    let checksum: Option<String> = c.query_first(q).await.map_err(|e| my(e, q))?;
+    let checksum = checksum.is_some_and(|c| !c.eq_ignore_ascii_case("NONE"));
+    let heartbeat_ns = s.heartbeat.as_nanos().min(u32::MAX as u128 * 1_000_000) as u64;
+    for q in [
+        // MariaDB sends its GTID events (instead of BEGIN) to a replica that says it knows them.
+        "SET @mariadb_slave_capability = 4".to_string(),
+        // Heartbeats while the binlog is idle, so that a dead connection shows.
+        format!("SET @master_heartbeat_period = {heartbeat_ns}"),
+    ] {
+        c.query_drop(&q).await.map_err(|e| my(e, &q))?;
+    }
+    if p.file.is_empty() {
+        let q = format!(
+            "SET @slave_connect_state = {}",
+            literal(Dialect::MySql, &p.gtid)
+        );
+        c.query_drop(&q).await.map_err(|e| my(e, &q))?;
+    }
+    let file = p.file.clone();
+    let req = BinlogStreamRequest::new(s.server_id)
+        .with_filename(file.as_bytes())
+        .with_pos(if p.file.is_empty() { 4 } else { p.pos });
+    let stream = c.get_binlog_stream(req).await.map_err(|e| {
+        FerryError::external(
+            COMPONENT,
+            format!(
+                "starting the binlog dump at {} on {} (server-id {}): {e}",
+                p.text(),
+                s.conn.address(),
+                s.server_id
+            ),
+        )
+    })?;
+    Ok((stream, checksum))
+}
+
+/// Rows of one table being collected, with their kinds.
+struct Pending {
+    table: usize,
+    builders: Builders,
+    kinds: Vec<u8>,
+}
+
+/// A snapshot chunk waiting for the stream to reach its high mark.
+struct Window {
+    table: usize,
+    chunk: RecordBatch,
+    /// The server's binlog end after the chunk was read.
+    high: BinlogPos,
+    /// Keys (row-encoded) changed in the stream since before the chunk was read.
+    touched: HashSet<Vec<u8>>,
+    /// The chunk's last key, for the next one.
+    last_key: Vec<String>,
+    /// The table has no rows after this chunk.
+    last: bool,
+}
+
+/// The transaction being read.
+#[derive(Default)]
+struct Txn {
+    /// Where it starts.
+    start: BinlogPos,
+    /// Its GTID, if the server sent one.
+    gtid: Option<ferry_db::mysql_binlog::MariaGtid>,
+    /// A standalone statement (DDL): it ends with its one query event.
+    standalone: bool,
+    /// Changes of captured tables seen so far (skipped ones included).
+    changes: u64,
+    /// The time of its first event (s since 1970).
+    secs: u64,
+    /// Passed over: before `startup.timestamp`.
+    passed_over: bool,
+}
+
+struct Task<'a> {
+    s: Arc<Settings>,
+    /// The server checksums its events.
+    checksum: bool,
+    /// A format description event came: events after it are read with its checksum.
+    fde_seen: bool,
+    /// The binlog file the stream is in (`pos.file` stays empty after a start by GTID
+    /// until the first transaction is complete).
+    file: String,
+    sql: mysql_async::Conn,
+    binlog: BinlogStream,
+    pos: Position,
+    gtids: GtidState,
+    /// Table id (from TABLE_MAP) → captured table, if any.
+    table_ids: HashMap<u64, Option<usize>>,
+    txn: Option<Txn>,
+    /// Changes of the first transaction still to drop (a restore inside it).
+    to_skip: u64,
+    pending: Option<Pending>,
+    window: Option<Window>,
+    /// Keys of the last transactions returned while a snapshot is under way: (table, keys).
+    recent: VecDeque<(usize, Vec<Vec<u8>>)>,
+    /// The last DDL statement seen per captured table, for the message when its rows
+    /// change shape.
+    ddl: HashMap<usize, String>,
+    last_moved: Instant,
+    last_status: Instant,
+    progress: Arc<Progress>,
+    tx: &'a FetchSender<Item>,
+}
+
+/// Connects, checks the server, finds the start, then streams. Returns `Ok` only when the
+/// reader has gone away.
+async fn run_inner(
+    s: Arc<Settings>,
+    start: Option<Position>,
+    progress: Arc<Progress>,
+    tx: &FetchSender<Item>,
+) -> Result<()> {
+    let mut sql = connect_mysql(&s.conn, COMPONENT).await?;
+    check_server(&mut sql, &s.conn).await?;
+    let pos = match start {
+        Some(p) => p,
+        None => first_position(&s, &mut sql).await?,
+    };
+    if !pos.file.is_empty() {
+        let logs = binary_logs(&mut sql, COMPONENT).await?;
+        if !logs.iter().any(|(f, _)| *f == pos.file) {
+            return Err(purged(&s, &pos));
+        }
+    }
+    tracing::info!(
+        "{COMPONENT}: reading the binlog of {} from {} as replica {}",
+        s.conn.address(),
+        pos.text(),
+        s.server_id
+    );
+    let (binlog, checksum) = open_binlog(&s, &pos).await?;
+    let gtids = GtidState::parse(&pos.gtid).unwrap_or_default();
+    let mut task = Task {
+        checksum,
+        fde_seen: false,
+        file: pos.file.clone(),
+        to_skip: pos.skip,
+        s,
+        sql,
+        binlog,
+        pos,
+        gtids,
+        table_ids: HashMap::new(),
+        txn: None,
+        pending: None,
+        window: None,
+        recent: VecDeque::new(),
+        ddl: HashMap::new(),
+        last_moved: Instant::now(),
+        last_status: Instant::now() - STATUS_EVERY,
+        progress,
+        tx,
+    };
+    let first = task.pos.clone();
+    if !task.send(Item::Moved(first)).await {
+        return Ok(());
+    }
+    task.stream().await
+}
+
+impl Task<'_> {
+    /// Hands `item` to the reader; `false` when the reader is gone.
+    async fn send(&mut self, item: Item) -> bool {
+        if matches!(item, Item::Moved(_)) {
+            self.last_moved = Instant::now();
+        }
+        self.tx.send(Ok(item)).await
+    }
+
+    /// The stream loop.
+    async fn stream(&mut self) -> Result<()> {
+        loop {
+            if self.txn.is_none() {
+                if self.last_status.elapsed() >= STATUS_EVERY {
+                    self.status().await?;
+                }
+                if self.window.is_none() {
+                    self.open_window().await?;
+                }
+                if self.window.as_ref().is_some_and(|w| {
+                    !self.pos.file.is_empty() && self.pos.binlog().reached(&w.high)
+                }) {
+                    if !self.close_window().await? {
+                        return Ok(());
+                    }
+                    // The next chunk at once, not after the next event.
+                    continue;
+                }
+            }
+            let ev =
+                match tokio::time::timeout(Duration::from_millis(500), self.binlog.next()).await {
+                    Err(_) => continue,
+                    Ok(Some(Ok(ev))) => ev,
+                    Ok(None) => {
+                        return Err(FerryError::external(
+                            COMPONENT,
+                            format!(
+                                "the server at {} ended the binlog stream",
+                                self.s.conn.address()
+                            ),
+                        ))
+                    }
+                    Ok(Some(Err(e))) => return Err(self.stream_error(e)),
+                };
+            if !self.on_event(ev).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    fn stream_error(&self, e: mysql_async::Error) -> FerryError {
+        if let mysql_async::Error::Server(se) = &e {
+            // ER_MASTER_FATAL_ERROR_READING_BINLOG: the file or position is gone.
+            if se.code == 1236
+                && (se.message.contains("find first log")
+                    || se.message.contains("purged")
+                    || se.message.contains("not find")
+                    || se.message.contains("GTID"))
+            {
+                let mut p = purged(&self.s, &self.pos).to_string();
+                p.push_str(&format!(" (the server said: {})", se.message));
+                return FerryError::external(COMPONENT, p);
+            }
+        }
+        FerryError::external(
+            COMPONENT,
+            format!(
+                "binlog stream from {} (server-id {}) at {}: {e}",
+                self.s.conn.address(),
+                self.s.server_id,
+                self.pos.text()
+            ),
+        )
+    }
+
+    /// Asks the server for its binlog end, for the lag figures.
+    async fn status(&mut self) -> Result<()> {
+        self.last_status = Instant::now();
+        let log = server_log(&mut self.sql, COMPONENT).await?;
+        let Some(end) = log.end else { return Ok(()) };
+        let lag = if end.file == self.pos.file {
+            end.pos.saturating_sub(self.pos.pos)
+        } else if self.pos.file.is_empty() {
+            0
+        } else {
+            // Across files: the rest of ours, the files between, and the server's part of its own.
+            let logs = binary_logs(&mut self.sql, COMPONENT).await?;
+            let mut lag = 0u64;
+            let mut counting = false;
+            for (f, size) in &logs {
+                if *f == self.pos.file {
+                    counting = true;
+                    lag += size.saturating_sub(self.pos.pos);
+                } else if *f == end.file {
+                    lag += end.pos;
+                    break;
+                } else if counting {
+                    lag += size;
+                }
+            }
+            lag
+        };
+        self.progress.lag_bytes.store(lag, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The position is past every event up to `log_pos` (outside transactions).
+    async fn advance(&mut self, log_pos: u64) -> bool {
+        if log_pos > self.pos.pos && !self.pos.file.is_empty() && self.pos.file == self.file {
+            self.pos.pos = log_pos;
+            self.pos.skip = 0;
+            if self.last_moved.elapsed() >= MOVED_EVERY {
+                let p = self.pos.clone();
+                return self.send(Item::Moved(p)).await;
+            }
+        }
+        true
+    }
+
+    fn begin(&mut self, header_pos: u64, size: u64, secs: u64) -> &mut Txn {
+        let start = BinlogPos {
+            file: self.file.clone(),
+            pos: header_pos.saturating_sub(size),
+        };
+        let passed_over = match self.pos.since_ms {
+            Some(ms) if (secs as i64) * 1000 < ms => true,
+            Some(_) => {
+                tracing::info!(
+                    "{COMPONENT}: the first transaction at or after startup.timestamp is at {start}"
+                );
+                self.pos.since_ms = None;
+                false
+            }
+            None => false,
+        };
+        self.txn.insert(Txn {
+            start,
+            secs,
+            passed_over,
+            ..Default::default()
+        })
+    }
+
+    async fn on_event(&mut self, ev: mysql_async::binlog::events::Event) -> Result<bool> {
+        let h = ev.header();
+        let (kind, log_pos, size, secs) = (
+            h.event_type_raw(),
+            h.log_pos() as u64,
+            h.event_size() as u64,
+            h.timestamp() as u64,
+        );
+        if kind == MARIADB_GTID_EVENT {
+            let Some(g) = mariadb_gtid(ev.data(), h.server_id()) else {
+                return Err(FerryError::external(
+                    COMPONENT,
+                    format!(
+                        "a GTID event of {} bytes could not be read",
+                        ev.data().len()
+                    ),
+                ));
+            };
+            let t = self.begin(log_pos, size, secs);
+            t.gtid = Some(g);
+            t.standalone = g.standalone;
+            return Ok(true);
+        }
+        if (165..=171).contains(&kind) {
+            return Err(FerryError::external(
+                COMPONENT,
+                format!(
+                    "the server at {} writes compressed binlog events (log_bin_compress = ON), \
+                     which MySQL-CDC does not decode; turn log_bin_compress off",
+                    self.s.conn.address()
+                ),
+            ));
+        }
+        let Ok(et) = h.event_type() else {
+            // Another MariaDB event (annotate rows, binlog checkpoint, GTID list, …).
+            return Ok(if self.txn.is_none() {
+                self.advance(log_pos).await
+            } else {
+                true
+            });
+        };
+        match et {
+            EventType::ROTATE_EVENT => {
+                let r: RotateEvent<'_> = ev
+                    .read_event()
+                    .map_err(|e| FerryError::external(COMPONENT, format!("rotate event: {e}")))?;
+                let mut name = r.name().into_owned();
+                if self.checksum && !self.fde_seen {
+                    // The server's first (artificial) rotate event comes before its format
+                    // description, so the parser does not know yet to cut its checksum off.
+                    let keep = r.name_raw().len().saturating_sub(4);
+                    name = String::from_utf8_lossy(&r.name_raw()[..keep]).into_owned();
+                }
+                self.file = name;
+                if !self.pos.file.is_empty() {
+                    self.pos.file = self.file.clone();
+                    self.pos.pos = r.position();
+                }
+                self.table_ids.clear();
+                Ok(true)
+            }
+            // The description of the file the server reads from; its offset is the file's
+            // start, not ours.
+            EventType::FORMAT_DESCRIPTION_EVENT => {
+                self.fde_seen = true;
+                Ok(true)
+            }
+            EventType::HEARTBEAT_EVENT => Ok(true),
+            EventType::QUERY_EVENT => {
+                let q: QueryEvent<'_> = ev
+                    .read_event()
+                    .map_err(|e| FerryError::external(COMPONENT, format!("query event: {e}")))?;
+                let text = q.query().trim().to_string();
+                let upper = text.to_ascii_uppercase();
+                if upper == "BEGIN" || upper.starts_with("XA START") {
+                    if self.txn.is_none() {
+                        self.begin(log_pos, size, secs);
+                    }
+                    return Ok(true);
+                }
+                if upper.starts_with("XA END") {
+                    return Ok(true);
+                }
+                // An XA transaction's rows are written to the binlog with its XA PREPARE,
+                // which ends that event group; XA COMMIT / XA ROLLBACK come later as groups
+                // of their own. The rows are passed on at XA PREPARE (as a replica applies
+                // them); a later XA ROLLBACK of it is not undone downstream.
+                if upper == "COMMIT" || upper.starts_with("XA PREPARE") {
+                    return self.commit(log_pos).await;
+                }
+                if upper.starts_with("XA ROLLBACK") {
+                    tracing::warn!(
+                        "{COMPONENT}: {text}: rows this prepared XA transaction wrote to captured \
+                         tables were passed on at its XA PREPARE and are not taken back"
+                    );
+                }
+                if upper.starts_with("XA COMMIT") || upper.starts_with("XA ROLLBACK") {
+                    if self.txn.is_none() {
+                        self.begin(log_pos, size, secs);
+                    }
+                    return self.commit(log_pos).await;
+                }
+                self.on_statement(&q.schema(), &text);
+                if self.txn.as_ref().is_none_or(|t| t.standalone) {
+                    if self.txn.is_none() {
+                        self.begin(log_pos, size, secs);
+                    }
+                    return self.commit(log_pos).await;
+                }
+                Ok(true)
+            }
+            EventType::XID_EVENT => self.commit(log_pos).await,
+            EventType::TABLE_MAP_EVENT => {
+                let Some(EventData::TableMapEvent(tme)) = ev.read_data().map_err(|e| {
+                    FerryError::external(COMPONENT, format!("table map event: {e}"))
+                })?
+                else {
+                    return Ok(true);
+                };
+                let (db, name) = (tme.database_name(), tme.table_name());
+                let t = self
+                    .s
+                    .tables
+                    .iter()
+                    .position(|t| t.db == db && t.table == name);
+                if let Some(t) = t {
+                    self.check_shape(t, &tme)?;
+                }
+                self.table_ids.insert(tme.table_id(), t);
+                Ok(true)
+            }
+            EventType::WRITE_ROWS_EVENT
+            | EventType::UPDATE_ROWS_EVENT
+            | EventType::DELETE_ROWS_EVENT
+            | EventType::WRITE_ROWS_EVENT_V1
+            | EventType::UPDATE_ROWS_EVENT_V1
+            | EventType::DELETE_ROWS_EVENT_V1
+            | EventType::PARTIAL_UPDATE_ROWS_EVENT => {
+                let Some(EventData::RowsEvent(rows)) = ev
+                    .read_data()
+                    .map_err(|e| FerryError::external(COMPONENT, format!("rows event: {e}")))?
+                else {
+                    return Ok(true);
+                };
+                self.on_rows(&rows).await
+            }
+            _ => Ok(if self.txn.is_none() {
+                self.advance(log_pos).await
+            } else {
+                true
+            }),
+        }
+    }
+
+    /// Notes DDL on a captured table (named when its rows change shape) and passes on a
+    /// TRUNCATE with a warning.
+    fn on_statement(&mut self, schema: &str, text: &str) {
+        let lower = text.to_ascii_lowercase();
+        let words: Vec<&str> = lower.split_whitespace().collect();
+        let ddl = matches!(
+            words.first().copied(),
+            Some("alter") | Some("truncate") | Some("drop") | Some("rename") | Some("create")
+        );
+        if !ddl {
+            return;
+        }
+        for (i, t) in self.s.tables.iter().enumerate() {
+            let name = t.table.to_ascii_lowercase();
+            let mentioned = lower.contains(&format!("`{name}`"))
+                || words.iter().any(|w| {
+                    w.trim_matches(|c| c == ';' || c == '(') == name
+                        || w.ends_with(&format!(".{name}"))
+                });
+            let same_db =
+                schema.eq_ignore_ascii_case(&t.db) || lower.contains(&t.db.to_ascii_lowercase());
+            if mentioned && same_db {
+                if words.first() == Some(&"truncate") {
+                    tracing::warn!(
+                        "{COMPONENT}: TRUNCATE of {} is not passed on (SeaTunnel passes none either)",
+                        t.schema.name
+                    );
+                }
+                self.ddl.insert(i, text.chars().take(300).collect());
+            }
+        }
+    }
+
+    /// Stops the job when a captured table's binlog rows no longer have the columns the job
+    /// read from the catalog.
+    fn check_shape(
+        &self,
+        t: usize,
+        tme: &mysql_async::binlog::events::TableMapEvent<'_>,
+    ) -> Result<()> {
+        let table = &self.s.tables[t];
+        let n = tme.columns_count() as usize;
+        let ddl = self
+            .ddl
+            .get(&t)
+            .map(|d| format!(" (after `{d}`)"))
+            .unwrap_or_default();
+        let stop = |what: String| {
+            FerryError::external(
+                COMPONENT,
+                format!(
+                    "table {} changed while the job ran{ddl}: {what}. MySQL-CDC does not follow \
+                     schema changes yet, so the job stops rather than write rows in the wrong \
+                     shape; recreate the target and start anew (--from-scratch)",
+                    table.schema.name
+                ),
+            )
+        };
+        if n != table.columns.len() {
+            let had = table.columns.len();
+            return Err(stop(if n > had {
+                format!("its rows now have {n} columns where the job started with {had} (a column was added)")
+            } else {
+                format!("its rows now have {n} columns where the job started with {had} (a column was dropped)")
+            }));
+        }
+        for (i, c) in table.columns.iter().enumerate() {
+            let ty = tme
+                .get_raw_column_type(i)
+                .ok()
+                .flatten()
+                .map_or(0, |t| t as u8);
+            if !binlog_type_fits(&c.source_type, ty) {
+                return Err(stop(format!(
+                    "column {} '{}' ({}) now holds binlog type {ty}",
+                    i + 1,
+                    c.name,
+                    c.source_type
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_rows(&mut self, rows: &RowsEventData<'_>) -> Result<bool> {
+        let Some(t) = self.table_ids.get(&rows.table_id()).copied() else {
+            return Err(FerryError::external(
+                COMPONENT,
+                format!(
+                    "a rows event refers to table id {}, which no table map described",
+                    rows.table_id()
+                ),
+            ));
+        };
+        let Some(t) = t else { return Ok(true) };
+        if self.txn.is_none() {
+            // Rows outside BEGIN … COMMIT: a server that wrote none; treat it as its own.
+            return Err(FerryError::external(
+                COMPONENT,
+                "a rows event came outside a transaction",
+            ));
+        }
+        if self.txn.as_ref().is_some_and(|x| x.passed_over) {
+            return Ok(true);
+        }
+        let Some(tme) = self.binlog.get_tme(rows.table_id()) else {
+            return Err(FerryError::internal("a table map went missing"));
+        };
+        let tme = tme.clone();
+        let kind_of = match rows {
+            RowsEventData::WriteRowsEvent(_) | RowsEventData::WriteRowsEventV1(_) => 0u8,
+            RowsEventData::UpdateRowsEvent(_)
+            | RowsEventData::UpdateRowsEventV1(_)
+            | RowsEventData::PartialUpdateRowsEvent(_) => 1,
+            _ => 2,
+        };
+        let mut alive = true;
+        for row in rows.rows(&tme) {
+            let (before, after) = row.map_err(|e| {
+                FerryError::external(
+                    COMPONENT,
+                    format!("a row of {}: {e}", self.s.tables[t].schema.name),
+                )
+            })?;
+            let txn = self
+                .txn
+                .as_mut()
+                .ok_or_else(|| FerryError::internal("no txn"))?;
+            if self.to_skip > 0 {
+                // Returned before the restore: the first transaction comes again in full.
+                self.to_skip -= 1;
+                txn.changes += 1;
+                continue;
+            }
+            if self.pending.as_ref().is_some_and(|p| p.table != t) {
+                alive = self.flush_partial().await? && alive;
+            }
+            if self.pending.is_none() {
+                let table = &self.s.tables[t];
+                self.pending = Some(Pending {
+                    table: t,
+                    builders: Builders::new(
+                        &table.columns,
+                        table.schema.schema.clone(),
+                        self.s.fetch_size.min(1024),
+                        COMPONENT,
+                    )?,
+                    kinds: Vec::new(),
+                });
+            }
+            let table = &self.s.tables[t];
+            let p = self
+                .pending
+                .as_mut()
+                .ok_or_else(|| FerryError::internal("no pending rows"))?;
+            let missing = |what: &str| {
+                FerryError::external(
+                    COMPONENT,
+                    format!(
+                        "an {what} event of {} lacks its row image",
+                        table.schema.name
+                    ),
+                )
+            };
+            match kind_of {
+                0 => {
+                    append_row(
+                        table,
+                        &mut p.builders,
+                        after.as_ref().ok_or_else(|| missing("insert"))?,
+                    )?;
+                    p.kinds.push(RowKind::Insert as u8);
+                }
+                1 => {
+                    append_row(
+                        table,
+                        &mut p.builders,
+                        before.as_ref().ok_or_else(|| missing("update"))?,
+                    )?;
+                    p.kinds.push(RowKind::UpdateBefore as u8);
+                    append_row(
+                        table,
+                        &mut p.builders,
+                        after.as_ref().ok_or_else(|| missing("update"))?,
+                    )?;
+                    p.kinds.push(RowKind::UpdateAfter as u8);
+                }
+                _ => {
+                    append_row(
+                        table,
+                        &mut p.builders,
+                        before.as_ref().ok_or_else(|| missing("delete"))?,
+                    )?;
+                    p.kinds.push(RowKind::Delete as u8);
+                }
+            }
+            if let Some(txn) = self.txn.as_mut() {
+                txn.changes += 1;
+            }
+            if p.kinds.len() >= self.s.fetch_size {
+                alive = self.flush_partial().await? && alive;
+            }
+        }
+        Ok(alive)
+    }
+
+    /// The end of a transaction (or of a standalone statement).
+    async fn commit(&mut self, log_pos: u64) -> Result<bool> {
+        let txn = self.txn.take();
+        self.to_skip = 0;
+        if let Some(g) = txn.as_ref().and_then(|t| t.gtid) {
+            self.gtids.apply(&g);
+            self.pos.gtid = self.gtids.to_string();
+        }
+        if log_pos > 0 && !self.file.is_empty() {
+            self.pos.file = self.file.clone();
+            self.pos.pos = log_pos;
+        }
+        self.pos.skip = 0;
+        if self.pending.is_some() {
+            let pos = self.pos.clone();
+            let alive = self.hand_over(pos).await?;
+            if let Some(t) = &txn {
+                self.progress
+                    .last_event_secs
+                    .store(t.secs, Ordering::Relaxed);
+            }
+            Ok(alive)
+        } else if self.last_moved.elapsed() >= MOVED_EVERY {
+            let p = self.pos.clone();
+            Ok(self.send(Item::Moved(p)).await)
+        } else {
+            Ok(true)
+        }
+    }
+
+    /// Hands over the pending rows in the middle of a transaction.
+    async fn flush_partial(&mut self) -> Result<bool> {
+        let Some(txn) = &self.txn else {
+            return Err(FerryError::internal(
+                "a partial flush outside a transaction",
+            ));
+        };
+        let pos = Position {
+            file: txn.start.file.clone(),
+            pos: txn.start.pos,
+            skip: txn.changes,
+            ..self.pos.clone()
+        };
+        self.hand_over(pos).await
+    }
+
+    async fn hand_over(&mut self, pos: Position) -> Result<bool> {
+        let Some(mut p) = self.pending.take() else {
+            return Ok(true);
+        };
+        let data = p.builders.finish()?;
+        // Keys matter only while a snapshot is under way.
+        if self.window.is_some() || self.next_chunk().is_some() {
+            let table = &self.s.tables[p.table];
+            let keys = row_keys(table, &data)?;
+            if let Some(w) = self.window.as_mut().filter(|w| w.table == p.table) {
+                w.touched.extend(keys.iter().cloned());
+            }
+            self.recent.push_back((p.table, keys));
+            while self.recent.len() > RECENT_TXNS {
+                self.recent.pop_front();
+            }
+        }
+        tracing::trace!(
+            "{COMPONENT}: {} changes, position {} + {}",
+            p.kinds.len(),
+            pos.text(),
+            pos.skip
+        );
+        let name = self.s.tables[p.table].schema.name.clone();
+        let batch = ChangeBatch::with_kinds(name, data, UInt8Array::from(p.kinds));
+        Ok(self.send(Item::Rows(batch, pos)).await)
+    }
+
+    /// Which table's snapshot comes next, and after which key.
+    fn next_chunk(&self) -> Option<(usize, Vec<String>)> {
+        if let Some(c) = &self.pos.chunk {
+            if let Some(t) = self
+                .s
+                .tables
+                .iter()
+                .position(|t| *t.schema.name == *c.table)
+            {
+                return Some((t, c.after.clone()));
+            }
+        }
+        self.s
+            .tables
+            .iter()
+            .position(|t| !self.pos.snapshotted.iter().any(|n| *n == *t.schema.name))
+            .map(|t| (t, Vec::new()))
+    }
+
+    /// Reads the next chunk, then takes the server's binlog end as its high mark.
+    async fn open_window(&mut self) -> Result<()> {
+        let Some((t, after)) = self.next_chunk() else {
+            return Ok(());
+        };
+        if self.pos.file.is_empty() {
+            // A start by GTID: wait until the server has said where it is.
+            return Ok(());
+        }
+        let table = &self.s.tables[t];
+        let (chunk, last_key, last) =
+            read_chunk(&mut self.sql, table, &after, self.s.split_size).await?;
+        let log = server_log(&mut self.sql, COMPONENT).await?;
+        let high = log.end.ok_or_else(|| {
+            FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
+        })?;
+        // Transactions already returned whose rows the select may not have seen yet (in
+        // the binlog, not yet committed in the storage engine when the select ran).
+        let mut touched = HashSet::new();
+        for (t2, keys) in &self.recent {
+            if *t2 == t {
+                touched.extend(keys.iter().cloned());
+            }
+        }
+        self.window = Some(Window {
+            table: t,
+            chunk,
+            high,
+            touched,
+            last_key,
+            last,
+        });
+        Ok(())
+    }
+
+    /// Returns the chunk's rows whose keys the stream did not change since it was read.
+    async fn close_window(&mut self) -> Result<bool> {
+        let Some(w) = self.window.take() else {
+            return Ok(true);
+        };
+        let table = &self.s.tables[w.table];
+        let name = table.schema.name.to_string();
+        let keep = if w.touched.is_empty() || table.key.is_empty() {
+            None
+        } else {
+            let keys = row_keys(table, &w.chunk)?;
+            Some(arrow::array::BooleanArray::from(
+                keys.iter()
+                    .map(|k| !w.touched.contains(k))
+                    .collect::<Vec<_>>(),
+            ))
+        };
+        let (chunk_rows, touched) = (w.chunk.num_rows(), w.touched.len());
+        let rows = match keep {
+            Some(mask) => filter_record_batch(&w.chunk, &mask)?,
+            None => w.chunk,
+        };
+        self.pos.skip = 0;
+        self.progress.chunks.fetch_add(1, Ordering::Relaxed);
+        if w.last {
+            self.pos.chunk = None;
+            self.pos.snapshotted.push(name.clone());
+            self.recent.clear();
+            tracing::info!("{COMPONENT}: snapshot of {name} complete");
+        } else {
+            self.pos.chunk = Some(ChunkProgress {
+                table: name,
+                after: w.last_key,
+            });
+        }
+        tracing::debug!(
+            "{COMPONENT}: chunk of {} at {}: {} of {} rows ({} keys touched)",
+            table.schema.name,
+            w.high,
+            rows.num_rows(),
+            chunk_rows,
+            touched,
+        );
+        let pos = self.pos.clone();
+        if rows.num_rows() == 0 {
+            return Ok(self.send(Item::Moved(pos)).await);
+        }
+        let batch = ChangeBatch::inserts(table.schema.name.clone(), rows);
+        Ok(self.send(Item::Rows(batch, pos)).await)
+    }
+}
+
+/// Appends one binlog row image.
+fn append_row(
+    table: &CdcTable,
+    b: &mut Builders,
+    row: &mysql_async::binlog::row::BinlogRow,
+) -> Result<()> {
+    for i in 0..table.columns.len() {
+        b.append_binlog(i, row.as_ref(i), &table.kinds[i])?;
+    }
+    b.end_row();
+    Ok(())
+}
+
+/// The key of every row of `batch`, row-encoded (equal keys, equal bytes).
+fn row_keys(table: &CdcTable, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
+    let idx = table.key_indexes();
+    if idx.is_empty() {
+        return Ok(Vec::new());
+    }
+    let fields: Vec<SortField> = idx
+        .iter()
+        .map(|i| SortField::new(batch.column(*i).data_type().clone()))
+        .collect();
+    let conv = RowConverter::new(fields)?;
+    let cols: Vec<_> = idx.iter().map(|i| batch.column(*i).clone()).collect();
+    let rows = conv.convert_columns(&cols)?;
+    Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
+}
+
+/// `(a, b) > (x, y)` written out as `a > x OR (a = x AND b > y)`, which MySQL and MariaDB
+/// both read as a range on the key's index.
+fn after_key(keys: &[String], lits: &[String]) -> String {
+    let mut ors = Vec::with_capacity(keys.len());
+    for i in 0..keys.len() {
+        let mut ands: Vec<String> = (0..i)
+            .map(|j| format!("{} = {}", keys[j], lits[j]))
+            .collect();
+        ands.push(format!("{} > {}", keys[i], lits[i]));
+        ors.push(format!("({})", ands.join(" AND ")));
+    }
+    ors.join(" OR ")
+}
+
+/// Reads the chunk after key `after` (the table's first chunk when empty): its rows, its
+/// last key as text, and whether it is the table's last chunk.
+async fn read_chunk(
+    sql: &mut mysql_async::Conn,
+    table: &CdcTable,
+    after: &[String],
+    split_size: usize,
+) -> Result<(RecordBatch, Vec<String>, bool)> {
+    let d = Dialect::MySql;
+    let select: Vec<&str> = table.columns.iter().map(|c| c.select.as_str()).collect();
+    let mut q = format!("SELECT {} FROM {}", select.join(", "), table.quoted());
+    let chunked = table.chunkable();
+    if chunked {
+        let keys: Vec<String> = table.key.iter().map(|k| d.quote(k)).collect();
+        if !after.is_empty() {
+            let lits: Vec<String> = after.iter().map(|v| literal(d, v)).collect();
+            q.push_str(&format!(" WHERE {}", after_key(&keys, &lits)));
+        }
+        q.push_str(&format!(" ORDER BY {} LIMIT {split_size}", keys.join(", ")));
+    }
+    let mut builders = Builders::new(
+        &table.columns,
+        table.schema.schema.clone(),
+        split_size.min(65_536),
+        COMPONENT,
+    )?;
+    let ncols = table.columns.len();
+    {
+        let mut result = sql.query_iter(q.as_str()).await.map_err(|e| my(e, &q))?;
+        while let Some(row) = result.next().await.map_err(|e| my(e, &q))? {
+            for i in 0..ncols {
+                match row.as_ref(i) {
+                    None | Some(mysql_async::Value::NULL) => builders.append_text(i, None)?,
+                    Some(mysql_async::Value::Bytes(b)) => builders.append_text(i, Some(b))?,
+                    Some(other) => {
+                        let s = other.as_sql(true);
+                        builders.append_text(i, Some(s.trim_matches('\'').as_bytes()))?
+                    }
+                }
+            }
+            builders.end_row();
+        }
+    }
+    let batch = builders.finish()?;
+    let n = batch.num_rows();
+    let last = !chunked || n < split_size;
+    let mut last_key = Vec::new();
+    if chunked && n > 0 {
+        let opts = arrow::util::display::FormatOptions::default();
+        for i in table.key_indexes() {
+            let col = batch.column(i);
+            let text = match col.data_type() {
+                // The server reads 'YYYY-MM-DD HH:MM:SS.ffffff' back exactly.
+                DataType::Timestamp(_, _) => {
+                    let f = arrow::util::display::ArrayFormatter::try_new(
+                        col.as_ref(),
+                        &opts
+                            .clone()
+                            .with_timestamp_format(Some("%Y-%m-%d %H:%M:%S%.6f")),
+                    )?;
+                    f.value(n - 1).to_string()
+                }
+                _ => {
+                    let f = arrow::util::display::ArrayFormatter::try_new(col.as_ref(), &opts)?;
+                    f.value(n - 1).to_string()
+                }
+            };
+            last_key.push(text);
+        }
+    }
+    Ok((batch, last_key, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_composite_key_is_compared_column_by_column() {
+        let k = vec!["`a`".to_string(), "`b`".to_string()];
+        let v = vec!["1".to_string(), "'x'".to_string()];
+        assert_eq!(after_key(&k, &v), "(`a` > 1) OR (`a` = 1 AND `b` > 'x')");
+        assert_eq!(after_key(&k[..1], &v[..1]), "(`a` > 1)");
+    }
+}

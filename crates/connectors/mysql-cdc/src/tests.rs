@@ -1,0 +1,511 @@
+//! Tests against the local MariaDB (127.0.0.1:3306, root without password, ROW binlog as
+//! `scripts/setup-databases` sets it). Each test has its own database `ferry_mcdc_<name>`
+//! and its own replica id, so tests run in parallel without meeting.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int32Type;
+use ferry_api::{
+    ChangeBatch, JobMode, Options, ResolveContext, Result, RowKind, Source, SourceFactory,
+};
+use ferry_connector_testkit::{job, SourceDriver, SourceSnapshot};
+use serde_json::{json, Value};
+
+use crate::MySqlCdcSourceFactory;
+
+/// Runs `sql` with the `mariadb` client and returns its rows (tab-separated columns).
+fn my(sql: &str) -> Vec<Vec<String>> {
+    let out = Command::new("mariadb")
+        .args(["-h", "127.0.0.1", "-u", "root", "-N", "-B", "-e", sql])
+        .output()
+        .expect("the mariadb client runs");
+    assert!(
+        out.status.success(),
+        "mariadb: {}\n{sql}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
+/// A fresh database `ferry_mcdc_<name>` holding `ddl`.
+fn setup(name: &str, ddl: &str) {
+    let db = format!("ferry_mcdc_{name}");
+    my(&format!(
+        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; USE {db}; {ddl}"
+    ));
+}
+
+fn teardown(name: &str) {
+    my(&format!("DROP DATABASE IF EXISTS ferry_mcdc_{name}"));
+}
+
+fn source(name: &str, server_id: u32, extra: Value) -> Result<Box<dyn Source>> {
+    let mut o = json!({
+        "base-url": "jdbc:mysql://127.0.0.1:3306/mysql",
+        "username": "root",
+        "password": "",
+        "table-names": [format!("ferry_mcdc_{name}.t")],
+        "server-id": server_id.to_string(),
+    });
+    if let (Value::Object(m), Value::Object(e)) = (&mut o, extra) {
+        m.extend(e);
+    }
+    let mut s = MySqlCdcSourceFactory.create(
+        &mut Options::from_json("MySQL-CDC", o),
+        &job(JobMode::Streaming),
+    )?;
+    s.resolve(&ResolveContext::new(
+        "source MySQL-CDC",
+        job(JobMode::Streaming),
+        Duration::from_secs(20),
+    ))?;
+    Ok(s)
+}
+
+/// Steps `d` until `done` holds of its output, for at most 60 s.
+fn step_until(d: &mut SourceDriver, done: impl Fn(&[ChangeBatch]) -> bool) -> Result<()> {
+    let start = Instant::now();
+    while !done(d.output()) {
+        d.step()?;
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "gave up after 60 s with {} rows read",
+            d.rows_read()
+        );
+    }
+    Ok(())
+}
+
+/// The error that ends `d`'s reading, within 60 s.
+fn first_error(d: &mut SourceDriver) -> String {
+    let start = Instant::now();
+    loop {
+        if let Err(e) = d.step() {
+            return e.to_string();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no error within 60 s"
+        );
+    }
+}
+
+/// Every row of `batches` as (id, version, kind), in order.
+fn events(batches: &[ChangeBatch]) -> Vec<(i32, i32, RowKind)> {
+    let mut out = Vec::new();
+    for b in batches {
+        let ids = b
+            .data
+            .column_by_name("id")
+            .unwrap()
+            .as_primitive::<Int32Type>();
+        let vs = b.data.column_by_name("v").unwrap();
+        for i in 0..b.num_rows() {
+            let v = if vs.is_null(i) {
+                -1
+            } else {
+                vs.as_primitive::<Int32Type>().value(i)
+            };
+            out.push((ids.value(i), v, b.kind(i)));
+        }
+    }
+    out
+}
+
+/// The table the events describe, applied as an upsert sink applies them.
+fn apply(events: &[(i32, i32, RowKind)]) -> BTreeMap<i32, i32> {
+    let mut m = BTreeMap::new();
+    for (id, v, k) in events {
+        match k {
+            RowKind::Insert | RowKind::UpdateAfter => {
+                m.insert(*id, *v);
+            }
+            RowKind::Delete => {
+                m.remove(id);
+            }
+            RowKind::UpdateBefore => {}
+        }
+    }
+    m
+}
+
+fn table(name: &str) -> BTreeMap<i32, i32> {
+    my(&format!("SELECT id, v FROM ferry_mcdc_{name}.t"))
+        .into_iter()
+        .map(|r| (r[0].parse().unwrap(), r[1].parse().unwrap()))
+        .collect()
+}
+
+/// Inserts, updates (v + 1) and deletes in multi-statement transactions.
+fn workload(name: &str, round: i32) {
+    let t = format!("ferry_mcdc_{name}.t");
+    let m = round % 7;
+    my(&format!(
+        "USE ferry_mcdc_{name}; BEGIN;
+         UPDATE {t} SET v = v + 1 WHERE id % 7 = {m};
+         INSERT INTO {t} (id, v, note) SELECT 100000 + {round} * 100 + seq, 0, repeat('x', 3000) FROM seq_1_to_20;
+         DELETE FROM {t} WHERE id % 97 = {m};
+         COMMIT;
+         UPDATE {t} SET v = v + 1 WHERE id % 11 = {m};"
+    ));
+}
+
+fn position(s: &SourceSnapshot) -> crate::stream::Position {
+    serde_json::from_value(s.readers[0][0].state.clone()).unwrap()
+}
+
+const DDL: &str = "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note text,
+      u int unsigned DEFAULT 4294967295, amount decimal(10,2) DEFAULT 12.5,
+      ts datetime(3) DEFAULT '2024-02-29 13:14:15.5', e enum('x','y') DEFAULT 'y');
+    INSERT INTO t (id, v, note) SELECT seq, 0, concat('row ', seq) FROM seq_1_to_3000;";
+
+#[test]
+fn snapshot_and_changes_converge_and_a_restore_inside_repeats_nothing() {
+    let name = "converge";
+    setup(name, DDL);
+    let s = source(
+        name,
+        6101,
+        json!({"snapshot.split.size": 400, "snapshot.fetch.size": 100}),
+    )
+    .unwrap();
+    assert!(s.is_replayable());
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    // A concurrent workload while the snapshot runs, so that chunks meet changes made
+    // before, during and after their select.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let worker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut round = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) && round < 60 {
+                workload(name, round);
+                round += 1;
+                std::thread::sleep(Duration::from_millis(30));
+            }
+            round
+        })
+    };
+    while d.rows_read() < 1500 {
+        d.step().unwrap();
+    }
+    let snap = d.snapshot().unwrap();
+    let mut kept = d.take_output();
+    // Read on past the checkpoint, then "crash": what came after it is lost downstream.
+    for _ in 0..50 {
+        d.step().unwrap();
+    }
+    drop(d);
+    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        d.step().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let rounds = worker.join().unwrap();
+    assert!(rounds > 5, "only {rounds} workload rounds");
+    // A last row marks the end of the workload.
+    my(&format!(
+        "INSERT INTO ferry_mcdc_{name}.t (id, v) VALUES (999999, 7)"
+    ));
+    step_until(&mut d, |out| events(out).iter().any(|e| e.0 == 999_999)).unwrap();
+    kept.extend(d.take_output());
+    let ev = events(&kept);
+    assert_eq!(
+        apply(&ev),
+        table(name),
+        "the target would differ from the table"
+    );
+    // Nothing from before the checkpoint came again: versions never go back.
+    let mut last: BTreeMap<i32, i32> = BTreeMap::new();
+    for (id, v, k) in &ev {
+        if matches!(k, RowKind::Insert | RowKind::UpdateAfter) {
+            let prev = last.insert(*id, *v).unwrap_or(-1);
+            assert!(*v >= prev, "id {id}: version {v} after {prev}");
+        }
+    }
+    // Its figures: the snapshot done, streaming, close to the server's binlog end.
+    let f: BTreeMap<&str, f64> = d.figures(0).into_iter().collect();
+    assert_eq!(f["snapshot_tables_done"], 1.0, "{f:?}");
+    assert_eq!(f["streaming"], 1.0, "{f:?}");
+    d.close().unwrap();
+    teardown(name);
+}
+
+/// Every type the binlog carries arrives as the snapshot's `SELECT` reads it.
+#[test]
+fn every_type_reads_the_same_from_the_binlog_as_from_the_snapshot() {
+    let name = "types";
+    setup(
+        name,
+        "CREATE TABLE t (id int PRIMARY KEY, v int,
+           ti tinyint, tiu tinyint unsigned, b1 tinyint(1), si smallint, siu smallint unsigned,
+           mi mediumint, miu mediumint unsigned, iu int unsigned, bi bigint, biu bigint unsigned,
+           f float, d double, de decimal(12,4), deu decimal(5,1) unsigned,
+           dt date, tm time(3), dtm datetime(6), ts timestamp(2) NULL, y year,
+           c char(5), vc varchar(20), tx text, mt mediumtext, bn binary(4), vb varbinary(8),
+           bl blob, bit1 bit(1), bit9 bit(9), en enum('a','b''c'), st set('x','y','z'),
+           js json, n int);",
+    );
+    let row = |id: i32| {
+        format!(
+            "({id}, 1, -128, 255, 1, -32768, 65535, -8388608, 16777215, 4294967295,
+              -9223372036854775808, 18446744073709551615, 1.5, -2.25, -12345678.1234, 9999.9,
+              '2024-02-29', '23:59:58.125', '2020-07-17 18:00:22.123456', '2021-01-02 03:04:05.67',
+              2155, 'ab', 'héllo', 'text', 'medium', 0x0102, 0x00ff, 0xdeadbeef, 1, b'100000001',
+              'b''c', 'x,z', '{{\"k\": [1, 2]}}', NULL)"
+        )
+    };
+    my(&format!(
+        "INSERT INTO ferry_mcdc_{name}.t VALUES {}",
+        row(1)
+    ));
+    let s = source(name, 6102, json!({})).unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    step_until(&mut d, |out| !out.is_empty()).unwrap();
+    my(&format!(
+        "INSERT INTO ferry_mcdc_{name}.t VALUES {}",
+        row(2)
+    ));
+    step_until(&mut d, |out| events(out).iter().any(|e| e.0 == 2)).unwrap();
+    let out = d.take_output();
+    let text = |b: &ChangeBatch, row: usize| -> Vec<String> {
+        (2..b.data.num_columns())
+            .map(|c| {
+                let col = b.data.column(c);
+                if col.is_null(row) {
+                    "NULL".into()
+                } else {
+                    arrow::util::display::array_value_to_string(col, row).unwrap()
+                }
+            })
+            .collect()
+    };
+    let snap_row = text(&out[0], 0);
+    let last = out.last().unwrap();
+    let bin_row = text(last, last.num_rows() - 1);
+    assert_eq!(snap_row, bin_row, "snapshot vs binlog");
+    assert!(
+        snap_row.contains(&"18446744073709551615".to_string()),
+        "{snap_row:?}"
+    );
+    assert!(snap_row.contains(&"b'c".to_string()), "{snap_row:?}");
+    assert!(snap_row.contains(&"x,z".to_string()), "{snap_row:?}");
+    d.close().unwrap();
+    teardown(name);
+}
+
+#[test]
+fn a_big_transaction_comes_in_bounded_batches_and_a_checkpoint_inside_it_resumes_exactly() {
+    let name = "bigtx";
+    setup(
+        name,
+        "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note text);",
+    );
+    let s = source(name, 6103, json!({"snapshot.fetch.size": 500})).unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    // The (empty) snapshot first, so that the transaction comes through the binlog.
+    let start = Instant::now();
+    loop {
+        d.step().unwrap();
+        let snap = d.snapshot().unwrap();
+        let state = snap.readers[0].first().map(|s| &s.state);
+        if state.is_some_and(|s| !s.is_null()) && !position(&snap).snapshotted.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no snapshot after 60 s"
+        );
+    }
+    my(&format!(
+        "USE ferry_mcdc_{name}; INSERT INTO t SELECT seq, 1, repeat('x', 100) FROM seq_1_to_5000"
+    ));
+    step_until(&mut d, |out| events(out).len() >= 1500).unwrap();
+    let snap = d.snapshot().unwrap();
+    let p = position(&snap);
+    assert!(
+        p.skip > 0,
+        "the checkpoint is not inside the transaction: {p:?}"
+    );
+    let mut kept = d.take_output();
+    for _ in 0..20 {
+        d.step().unwrap();
+    }
+    drop(d);
+    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    let before = events(&kept).len();
+    step_until(&mut d, |out| before + events(out).len() >= 5000).unwrap();
+    for _ in 0..20 {
+        d.step().unwrap();
+    }
+    kept.extend(d.take_output());
+    // Memory holds one batch at a time: no batch is larger than snapshot.fetch.size.
+    assert!(kept.iter().all(|b| b.num_rows() <= 500));
+    let mut ids: Vec<i32> = events(&kept).iter().map(|e| e.0).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        (1..=5000).collect::<Vec<_>>(),
+        "every row of the transaction once"
+    );
+    d.close().unwrap();
+    teardown(name);
+}
+
+#[test]
+fn an_added_column_or_a_purged_position_stops_the_job_with_the_reason() {
+    let name = "refuse";
+    setup(name, DDL);
+    let s = source(name, 6104, json!({})).unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    step_until(&mut d, |out| events(out).len() >= 3000).unwrap();
+    let snap = d.snapshot().unwrap();
+    // A column added while the job runs: never silently dropped.
+    my(&format!(
+        "ALTER TABLE ferry_mcdc_{name}.t ADD COLUMN extra int; INSERT INTO ferry_mcdc_{name}.t (id, v, extra) VALUES (5000, 1, 1)"
+    ));
+    let err = first_error(&mut d);
+    assert!(
+        err.contains(&format!("ferry_mcdc_{name}.t")) && err.contains("a column was added"),
+        "{err}"
+    );
+    assert!(err.contains("ADD COLUMN extra"), "{err}");
+    drop(d);
+    // A position in a binlog file the server no longer has.
+    let mut snap = snap;
+    let mut p = position(&snap);
+    p.file = "mysql-bin.000000".into();
+    snap.readers[0][0].state = serde_json::to_value(&p).unwrap();
+    let s = source(name, 6104, json!({})).unwrap();
+    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    let err = first_error(&mut d);
+    assert!(err.contains("no longer has the binlog"), "{err}");
+    teardown(name);
+}
+
+#[test]
+fn options_are_checked_before_any_connection() {
+    let bad = |o: Value| {
+        MySqlCdcSourceFactory
+            .create(
+                &mut Options::from_json("MySQL-CDC", o),
+                &job(JobMode::Streaming),
+            )
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let base = |extra: Value| {
+        let mut o = json!({"base-url": "jdbc:mysql://h:3306/db", "username": "u", "password": "s3cret", "table-names": ["db.t"]});
+        if let (Value::Object(m), Value::Object(e)) = (&mut o, extra) {
+            m.extend(e);
+        }
+        o
+    };
+    assert!(bad(base(json!({}))).is_empty());
+    assert!(bad(base(json!({"table-names": ["db.s.t"]}))).contains("not database.table"));
+    assert!(bad(base(json!({"format": "COMPATIBLE_DEBEZIUM_JSON"}))).contains("format"));
+    assert!(bad(base(json!({"base-url": "jdbc:postgresql://h/db"}))).contains("jdbc:mysql"));
+    assert!(bad(base(json!({"startup.mode": "specific"}))).contains("startup.specific-offset"));
+    assert!(bad(base(json!({"startup.mode": "timestamp"}))).contains("startup.timestamp"));
+    assert!(bad(base(json!({"server-id": "6000-5000"}))).contains("server-id"));
+    assert!(bad(base(json!({"server-id": "abc"}))).contains("server-id"));
+    assert!(bad(base(json!({"stop.mode": "latest"}))).contains("stop.mode"));
+    assert!(bad(base(json!({"schema-changes.enabled": true}))).contains("schema"));
+    assert!(bad(base(
+        json!({"table-names-config": [{"table": "db.other", "primaryKeys": ["id"]}]})
+    ))
+    .contains("db.other"));
+    let e = bad(base(json!({"server-idd": "5"})));
+    assert!(e.contains("server-id") && !e.contains("s3cret"), "{e}");
+    let batch = MySqlCdcSourceFactory
+        .create(
+            &mut Options::from_json("MySQL-CDC", base(json!({}))),
+            &job(JobMode::Batch),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(batch.contains("STREAMING"), "{batch}");
+}
+
+#[test]
+fn a_keyless_table_is_refused_with_exactly_once_and_read_without() {
+    let name = "keyless";
+    setup(
+        name,
+        "CREATE TABLE t (id int, v int); INSERT INTO t VALUES (1, 1), (2, 2);",
+    );
+    let e = source(name, 6105, json!({"exactly_once": true}))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("no primary or unique key") && e.contains("exactly_once"),
+        "{e}"
+    );
+    let s = source(name, 6105, json!({})).unwrap();
+    assert!(!s.is_replayable());
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    step_until(&mut d, |out| events(out).len() >= 2).unwrap();
+    my(&format!(
+        "UPDATE ferry_mcdc_{name}.t SET v = 5 WHERE id = 2"
+    ));
+    step_until(&mut d, |out| events(out).len() >= 4).unwrap();
+    let ev = events(d.output());
+    assert_eq!(ev[2], (2, 2, RowKind::UpdateBefore));
+    assert_eq!(ev[3], (2, 5, RowKind::UpdateAfter));
+    d.close().unwrap();
+    teardown(name);
+}
+
+#[test]
+fn an_xa_transaction_is_passed_on_at_its_prepare_and_the_position_moves_past_it() {
+    let name = "xa";
+    setup(name, "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL);");
+    let s = source(name, 6106, json!({})).unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    let start = Instant::now();
+    loop {
+        d.step().unwrap();
+        let snap = d.snapshot().unwrap();
+        let state = snap.readers[0].first().map(|s| &s.state);
+        if state.is_some_and(|s| !s.is_null()) && !position(&snap).snapshotted.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no snapshot");
+    }
+    my(&format!(
+        "USE ferry_mcdc_{name}; XA START 'ferry-x'; INSERT INTO t VALUES (1, 1), (2, 1);
+         XA END 'ferry-x'; XA PREPARE 'ferry-x'; XA COMMIT 'ferry-x'; INSERT INTO t VALUES (3, 1);"
+    ));
+    step_until(&mut d, |out| events(out).len() >= 3).unwrap();
+    let snap = d.snapshot().unwrap();
+    let ev = events(d.output());
+    assert_eq!(
+        ev.iter().map(|e| e.0).collect::<Vec<_>>(),
+        vec![1, 2, 3],
+        "{ev:?}"
+    );
+    // Restored after the last row, nothing comes again.
+    drop(d);
+    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    my(&format!("INSERT INTO ferry_mcdc_{name}.t VALUES (4, 1)"));
+    step_until(&mut d, |out| !events(out).is_empty()).unwrap();
+    assert_eq!(events(d.output())[0].0, 4);
+    d.close().unwrap();
+    teardown(name);
+}
+
+#[test]
+fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
+    use ferry_api::SourceFactory as _;
+    ferry_api::declare::check_specs(crate::MySqlCdcSourceFactory.options(), &[]).unwrap();
+}
