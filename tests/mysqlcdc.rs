@@ -284,7 +284,7 @@ fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot() {
 }
 
 /// The state reader 0 of the job's source saved in its latest checkpoint, as text.
-fn latest_reader_state(job_dir: &std::path::Path) -> Option<String> {
+fn latest_reader_state(job_dir: &std::path::Path) -> Option<(u64, String)> {
     let dir = job_dir.join("sources/0");
     let latest = std::fs::read_dir(&dir)
         .ok()?
@@ -292,7 +292,7 @@ fn latest_reader_state(job_dir: &std::path::Path) -> Option<String> {
         .max()?;
     std::fs::read(dir.join(latest.to_string()).join("0"))
         .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map(|b| (latest, String::from_utf8_lossy(&b).into_owned()))
 }
 
 const CHAOS_ROWS: u64 = 20_000;
@@ -322,14 +322,14 @@ fn a_keyed_table_under_load_survives_repeated_kills_row_for_row() {
          CREATE TABLE ferry_mcdc_chaos.src (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext);
          CREATE TABLE ferry_mcdc_chaos.dst (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext);
          USE ferry_mcdc_chaos;
-         INSERT INTO ferry_mcdc_chaos.src SELECT seq, 0, concat('row ', seq) FROM seq_1_to_{CHAOS_ROWS};"
+         INSERT INTO ferry_mcdc_chaos.src SELECT seq, 0, concat('row ', seq, repeat(md5(seq), 20)) FROM seq_1_to_{CHAOS_ROWS};"
     ));
     let dir = tempfile::tempdir().unwrap();
     let job = dir.path().join("job.conf");
     std::fs::write(
         &job,
         r#"
-env { job.name = "mysqlcdc-chaos", job.mode = "STREAMING", checkpoint.interval = 500 }
+env { job.name = "mysqlcdc-chaos", job.mode = "STREAMING", checkpoint.interval = 200 }
 source {
   MySQL-CDC {
     base-url = "jdbc:mysql://127.0.0.1:3306/ferry_mcdc_chaos"
@@ -374,15 +374,27 @@ sink {
     let mut kills = 0;
     // Kills after which the job resumed from a checkpoint inside the snapshot, or in the binlog.
     let (mut in_snapshot, mut in_binlog) = (0, 0);
+    // Whether the latest checkpoint was taken after the snapshot.
+    let mut snapshot_done = false;
     for i in 0..CHAOS_KILLS {
+        let before = latest_reader_state(&ckpt.join("chaos")).map(|(id, _)| id);
         let mut child = common::start_job(&job, "chaos", &ckpt, &[]);
-        // The first kills land in the snapshot (200 chunks), the later ones in the binlog.
-        let life = if i < 6 {
-            rng.between(200, 900)
+        if snapshot_done || i >= 6 {
+            // Kills at random moments, mostly in the binlog.
+            std::thread::sleep(Duration::from_millis(rng.between(800, 2500)));
         } else {
-            rng.between(800, 2500)
-        };
-        std::thread::sleep(Duration::from_millis(life));
+            // While the snapshot lasts (20 000 rows of 650 bytes upserted into
+            // MariaDB take seconds, checkpoints come every 200 ms), each run is killed soon
+            // after its first checkpoint, so that restores start inside the snapshot however
+            // fast the machine copies it.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while std::time::Instant::now() < deadline
+                && latest_reader_state(&ckpt.join("chaos")).map(|(id, _)| id) == before
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(rng.between(0, 150)));
+        }
         if let Ok(Some(status)) = child.try_wait() {
             panic!(
                 "run {i} ended by itself ({status}): {}",
@@ -393,8 +405,11 @@ sink {
         let _ = child.wait();
         kills += 1;
         match latest_reader_state(&ckpt.join("chaos")) {
-            Some(s) if s.contains("\"snapshotted\":[]") => in_snapshot += 1,
-            Some(_) => in_binlog += 1,
+            Some((_, s)) if s.contains("\"snapshotted\":[]") => in_snapshot += 1,
+            Some(_) => {
+                in_binlog += 1;
+                snapshot_done = true;
+            }
             None => {}
         }
     }
