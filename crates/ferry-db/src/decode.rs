@@ -371,6 +371,7 @@ fn pg_numeric(v: &[u8], scale: i8) -> std::result::Result<Option<i128>, String> 
     let mut acc: i128 = 0;
     let mut last_exp = 0i32;
     let mut any = false;
+    let mut round_up = false;
     for i in 0..ndigits {
         // Digit i is worth 10000^(weight - i); at the column's scale that is 10^(4(weight-i)+s).
         let exp = 4 * (weight - i as i32) + s;
@@ -378,6 +379,19 @@ fn pg_numeric(v: &[u8], scale: i8) -> std::result::Result<Option<i128>, String> 
             break; // below the scale: SeaTunnel's BigDecimal would be rounded there too
         }
         let d = u16::from_be_bytes([v[8 + 2 * i], v[9 + 2 * i]]) as i128;
+        if exp < 0 {
+            // The scale ends inside this digit: take its leading decimal digits only, so
+            // that a value of 38 digits (numeric(38,30), say) never passes through 40.
+            let div = 10i128.pow((-exp) as u32);
+            acc = acc
+                .checked_mul(10i128.pow((4 + exp) as u32))
+                .and_then(|a| a.checked_add(d / div))
+                .ok_or("numeric overflows 38 digits")?;
+            round_up = (d % div) * 2 >= div;
+            last_exp = 0;
+            any = true;
+            break;
+        }
         acc = acc
             .checked_mul(10_000)
             .and_then(|a| a.checked_add(d))
@@ -388,22 +402,14 @@ fn pg_numeric(v: &[u8], scale: i8) -> std::result::Result<Option<i128>, String> 
     if !any {
         return Ok(Some(0));
     }
-    let value = if last_exp >= 0 {
-        acc.checked_mul(
+    let value = acc
+        .checked_mul(
             10i128
                 .checked_pow(last_exp as u32)
                 .ok_or("numeric overflows")?,
         )
-        .ok_or("numeric overflows 38 digits")?
-    } else {
-        let div = 10i128.pow((-last_exp) as u32);
-        let (q, r) = (acc / div, acc % div);
-        if r * 2 >= div {
-            q + 1
-        } else {
-            q
-        }
-    };
+        .and_then(|a| a.checked_add(round_up as i128))
+        .ok_or("numeric overflows 38 digits")?;
     Ok(Some(if sign == 0x4000 { -value } else { value }))
 }
 
@@ -609,6 +615,28 @@ mod tests {
         assert_eq!(pg_numeric(&numeric(-1, 0, &[1]), 2).unwrap(), Some(0));
         assert_eq!(pg_numeric(&numeric(0, 0xC000, &[]), 2).unwrap(), None);
         assert_eq!(pg_numeric(&numeric(0, 0, &[]), 2).unwrap(), Some(0));
+        // 0.125 at scale 2 rounds half up; -0.125 away from zero.
+        assert_eq!(pg_numeric(&numeric(-1, 0, &[1250]), 2).unwrap(), Some(13));
+        assert_eq!(pg_numeric(&numeric(-1, 0x4000, &[1250]), 2).unwrap(), Some(-13));
+        assert_eq!(pg_numeric(&numeric(-1, 0, &[1249, 9999]), 2).unwrap(), Some(12));
+    }
+
+    #[test]
+    fn a_numeric_of_38_digits_whose_scale_ends_inside_a_base_10000_digit_fits() {
+        // 12345678.123456789012345678901234567890 as numeric(38,30): ten base-10000 digits
+        // (40 decimal digits) of which the last holds two beyond the scale.
+        let digits = [1234, 5678, 1234, 5678, 9012, 3456, 7890, 1234, 5678, 9000];
+        assert_eq!(
+            pg_numeric(&numeric(1, 0, &digits), 30).unwrap(),
+            Some(12_345_678_123_456_789_012_345_678_901_234_567_890)
+        );
+        let max = [9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9999, 9900];
+        assert_eq!(
+            pg_numeric(&numeric(1, 0x4000, &max), 30).unwrap(),
+            Some(-99_999_999_999_999_999_999_999_999_999_999_999_999)
+        );
+        // 39 digits before the point do not fit.
+        assert!(pg_numeric(&numeric(9, 0, &[999; 10]), 0).is_err());
     }
 
     #[test]
