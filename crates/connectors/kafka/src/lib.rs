@@ -18,6 +18,7 @@
 //!   holds one checkpoint's rows; with `AT_LEAST_ONCE` an idempotent producer flushed at
 //!   every checkpoint; `NON` sends without waiting. See [`sink`] for the exact guarantee.
 
+pub mod end_txn;
 pub mod sink;
 mod source;
 
