@@ -857,6 +857,63 @@ sink {{
     );
 }
 
+/// A BATCH job, FakeSource (500 rows per reader, 2 readers) → Kafka `EXACTLY_ONCE`, on
+/// `engine`: every row committed once (checked on the stored log: see the crash test
+/// above for why), nothing left open.
+fn exactly_once_batch_job(engine: &str) {
+    let root = tempfile::tempdir().unwrap();
+    let topic = format!("ferry_eo_batch{}", suffix());
+    common::create_kafka_topic(SERVERS, &topic, 3);
+    let job = root.path().join("eo.conf");
+    std::fs::write(
+        &job,
+        format!(
+            r#"
+env {{
+  job.mode = "BATCH"
+  parallelism = 2
+}}
+source {{
+  FakeSource {{
+    row.num = 500
+    split.num = 5
+    schema = {{ fields {{ id = bigint, payload = string }} }}
+  }}
+}}
+sink {{
+  Kafka {{
+    bootstrap.servers = "{SERVERS}"
+    topic = "{topic}"
+    semantics = EXACTLY_ONCE
+  }}
+}}
+"#
+        ),
+    )
+    .unwrap();
+    run_ok(&job, root.path(), &["--engine", engine]);
+    let view = kafka_log_view(&topic);
+    let ids = value_ids(view.committed.iter());
+    assert_eq!(ids.len(), 1000, "distinct committed ids");
+    assert!(ids.values().all(|n| *n == 1), "an id committed twice");
+    assert!(
+        view.open.is_empty() && view.aborted.is_empty(),
+        "{} records open, {} aborted",
+        view.open.len(),
+        view.aborted.len()
+    );
+}
+
+#[test]
+fn exactly_once_batch_job_commits_every_row_once() {
+    exactly_once_batch_job("local");
+}
+
+#[test]
+fn exactly_once_batch_job_commits_every_row_once_on_spark() {
+    exactly_once_batch_job("spark");
+}
+
 /// The topic's stored log (3 partitions) by transaction outcome.
 fn kafka_log_view(topic: &str) -> common::kafka_log::LogView {
     common::kafka_log::topic_view(SERVERS, topic, 3)

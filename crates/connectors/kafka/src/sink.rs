@@ -52,6 +52,11 @@ const TRANSACTION_TIMEOUT_MS: &str = "900000";
 /// Ids initialised at most when a restored writer aborts what earlier runs left open.
 const MAX_LEFTOVERS: u64 = 10_000;
 
+/// Ids a writer without state initialises to abort what earlier runs left open: the
+/// transaction a crashed run prepared for its first checkpoint, the one it had open after
+/// it, and one more for a checkpoint begun before the first was stored.
+const FRESH_WINDOW: u64 = 3;
+
 ferry_api::declare_options! {
     /// The `Kafka` sink's own options.
     struct SinkOptions => OWN_SPECS {
@@ -340,6 +345,7 @@ impl Sink for KafkaSink {
         };
         match self.semantics {
             Semantics::ExactlyOnce => {
+                let restored_state = restored.is_some();
                 let state: WriterState = match restored {
                     Some(v) => serde_json::from_value(v)
                         .map_err(|e| FerryError::internal(format!("{NAME} writer state: {e}")))?,
@@ -350,7 +356,7 @@ impl Sink for KafkaSink {
                     next: state.next,
                     open: None,
                 });
-                writer.abort_leftovers()?;
+                writer.abort_leftovers(restored_state)?;
             }
             Semantics::AtLeastOnce => {
                 writer.producer = Some(
@@ -633,18 +639,30 @@ impl Writer {
 
     /// Aborts the transactions runs after the restored checkpoint left open: initialises
     /// the ids from the state's sequence onward until one that was never used (epoch 0).
-    fn abort_leftovers(&mut self) -> Result<()> {
+    /// A writer without state (a first start, a restart before any checkpoint, every Spark
+    /// micro-batch) starts at sequence 0 and looks at the first [`FRESH_WINDOW`] ids only:
+    /// probing makes an id used, so an unbounded search would grow by one id with every
+    /// such start. Before the first checkpoint a crashed run left at most that many open.
+    fn abort_leftovers(&mut self, restored: bool) -> Result<()> {
         let Some(eos) = &self.eos else {
             return Ok(());
         };
         let (base, from) = (eos.base.clone(), eos.next);
-        for seq in from..from + MAX_LEFTOVERS {
+        let limit = if restored {
+            MAX_LEFTOVERS
+        } else {
+            FRESH_WINDOW
+        };
+        for seq in from..from + limit {
             let id = format!("{base}-{seq}");
             let (_producer, (_, epoch)) = self.init_transactional(&id)?;
             if epoch == 0 {
                 return Ok(());
             }
             tracing::debug!(transactional_id = %id, epoch, "Kafka: fenced an earlier run's producer and aborted its open transaction");
+        }
+        if !restored {
+            return Ok(());
         }
         Err(external(
             &self.servers,
