@@ -427,3 +427,19 @@ fn a_cluster_sink_writes_keys_to_their_slots_masters_through_ask_and_moved() {
     cleanup(&p);
     // `_home` gives the slot back to its master.
 }
+
+#[test]
+fn masters_serving_slots_are_read_from_cluster_nodes() {
+    let nodes = "\
+a1 10.0.0.2:7002@17002,host-b master - 0 1 2 connected 5461-10922
+a2 10.0.0.1:7001@17001 myself,master - 0 1 1 connected 0-5460
+a3 10.0.0.3:7003@17003 slave a1 0 1 2 connected
+a4 10.0.0.4:7004@17004 master,fail - 0 1 4 disconnected 10923-16383
+a5 10.0.0.5:7005@17005 master - 0 1 5 connected
+a6 :0@0 master,noaddr - 0 1 6 disconnected 1-2
+";
+    assert_eq!(
+        cluster_masters(nodes),
+        vec!["10.0.0.1:7001".to_string(), "10.0.0.2:7002".to_string()]
+    );
+}
