@@ -283,6 +283,94 @@ fn redis_multi_table_job(engine: &str) {
     del(&mut c, "key_multi_list");
 }
 
+/// A SeaTunnel cluster job pointed at the Redis cluster `scripts/test-services` forms
+/// (127.0.0.1:7101-7103): its `redis-cluster-N:6379` nodes, or its `redis-e2e` host and
+/// port 6379, become the local masters.
+fn cluster_job(name: &str, root: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(repo_root().join("tests/brokers").join(name)).unwrap();
+    let text = text
+        .replace("\"redis-cluster-0:6379\"", "\"127.0.0.1:7101\"")
+        .replace("\"redis-cluster-1:6379\"", "\"127.0.0.1:7102\"")
+        .replace("\"redis-cluster-2:6379\"", "\"127.0.0.1:7103\"")
+        .replace("\"redis-e2e\"", "\"127.0.0.1\"")
+        .replace("port = 6379", "port = 7101");
+    let path = root.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn redis_cluster() -> redis::cluster::ClusterConnection {
+    redis::cluster::ClusterClient::new(vec!["redis://:SeaTunnel@127.0.0.1:7101/"])
+        .unwrap()
+        .get_connection()
+        .expect("the Redis cluster on 127.0.0.1:7101-7103 (scripts/test-services forms it)")
+}
+
+/// Deletes the keys matching `pattern` from every master of the cluster.
+fn del_cluster(pattern: &str) {
+    for port in [7101, 7102, 7103] {
+        let mut c = redis::Client::open(format!("redis://:SeaTunnel@127.0.0.1:{port}/"))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut c).unwrap();
+        for k in keys {
+            let _: () = redis::cmd("DEL").arg(k).query(&mut c).unwrap();
+        }
+    }
+}
+
+/// SeaTunnel's RedisClusterIT data (100 JSON strings `key_test*`, spread over the masters)
+/// through `cluster-redis-to-redis-scan.conf` (seed nodes; into a set: SCARD 100) and
+/// `redis-to-redis-cluster.conf` (`mode = "CLUSTER"` named by host and port only; into a
+/// list: LLEN 100). At this version of the scan job its sink writes `key_list`, which is
+/// checked (RedisClusterIT checks `key_set`, which a later version of the job writes).
+fn redis_cluster_jobs(engine: &str) {
+    let _one = REDIS.lock().unwrap_or_else(|e| e.into_inner());
+    let root = tempfile::tempdir().unwrap();
+    del_cluster("key_test*");
+    del_cluster("key_list");
+    let mut c = redis_cluster();
+    for i in 0..100 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("key_test{i}"))
+            .arg(row(i).to_string())
+            .query(&mut c)
+            .unwrap();
+    }
+    run(
+        &cluster_job("cluster-redis-to-redis-scan.conf", root.path()),
+        root.path(),
+        engine,
+    );
+    let n: i64 = redis::cmd("SCARD").arg("key_list").query(&mut c).unwrap();
+    assert_eq!(n, 100);
+    let members: Vec<String> = redis::cmd("SMEMBERS")
+        .arg("key_list")
+        .query(&mut c)
+        .unwrap();
+    let mut ids: Vec<i64> = members
+        .iter()
+        .map(|v| {
+            let written: Value = serde_json::from_str(v).unwrap();
+            let value: Value = serde_json::from_str(written["content"].as_str().unwrap()).unwrap();
+            value["id"].as_i64().unwrap()
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(ids, (0..100).collect::<Vec<_>>());
+    del_cluster("key_list");
+    run(
+        &cluster_job("redis-to-redis-cluster.conf", root.path()),
+        root.path(),
+        engine,
+    );
+    let n: i64 = redis::cmd("LLEN").arg("key_list").query(&mut c).unwrap();
+    assert_eq!(n, 100);
+    del_cluster("key_list");
+    del_cluster("key_test*");
+}
+
 /// `rabbitmq-to-rabbitmq.conf`: SeaTunnel's IT puts 10 JSON rows in queue `test`, runs the
 /// job (STREAMING with `for_e2e_testing`, so it ends) and reads them from `test1`.
 fn rabbitmq_job(engine: &str) {
@@ -405,6 +493,16 @@ fn seatunnel_redis_multi_table_sink_job_writes_both_tables() {
 #[test]
 fn seatunnel_redis_multi_table_sink_job_writes_both_tables_on_spark() {
     redis_multi_table_job("spark");
+}
+
+#[test]
+fn seatunnel_redis_cluster_jobs_read_every_master_and_write_by_slot() {
+    redis_cluster_jobs("local");
+}
+
+#[test]
+fn seatunnel_redis_cluster_jobs_read_every_master_and_write_by_slot_on_spark() {
+    redis_cluster_jobs("spark");
 }
 
 #[test]

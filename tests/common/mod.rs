@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod kafka_log;
 
 use std::path::PathBuf;
 use std::process::Command;

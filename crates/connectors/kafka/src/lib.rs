@@ -14,10 +14,13 @@
 //!   offsets the partitions have when the job starts; a STREAMING job follows them.
 //! - The **sink** produces one message per row (json, text or a change-data format), to a fixed `partition`, by
 //!   the hash of `partition_key_fields`, or as librdkafka's partitioner chooses. With
-//!   `semantics = EXACTLY_ONCE` each writer is a transactional producer whose transaction
-//!   holds one checkpoint's rows; with `AT_LEAST_ONCE` an idempotent producer flushed at
-//!   every checkpoint; `NON` sends without waiting. See [`sink`] for the exact guarantee.
+//!   `semantics = EXACTLY_ONCE` it commits in two phases: each writer's rows of a
+//!   checkpoint are one transaction, prepared at the barrier and committed by the
+//!   committer after the checkpoint is stored ([`end_txn`] ends a transaction another
+//!   producer opened); with `AT_LEAST_ONCE` an idempotent producer flushed at every
+//!   checkpoint; `NON` sends without waiting. See [`sink`] for the exact guarantee.
 
+pub mod end_txn;
 pub mod sink;
 mod source;
 

@@ -2,18 +2,21 @@
 //!
 //! `semantics` chooses the producer:
 //!
-//! - `EXACTLY_ONCE`: a transactional producer per writer, `transactional.id` =
-//!   `transaction_prefix` (default `ferry-<job id>`) + `-` + the writer's index. Creating the
-//!   writer calls `init_transactions`, which fences any earlier producer with the same id
-//!   and aborts the transaction it left open, so a crashed run's uncommitted rows are never
-//!   committed. Each checkpoint's rows are one transaction, committed **by the writer when
-//!   the checkpoint's barrier reaches it** (in `prepare_commit`): librdkafka commits a
-//!   transaction only from the producer that opened it, so the committer, which runs after
-//!   the checkpoint is stored (and on Spark in another process), cannot do it. Consumers
-//!   with `isolation.level = read_committed` therefore never see rows of a checkpoint that
-//!   did not reach its barrier, but a crash after the commit and before the checkpoint is
-//!   stored writes that checkpoint's rows a second time. The sink reports itself
-//!   at-least-once for that reason.
+//! - `EXACTLY_ONCE`: two-phase commit. Each checkpoint's rows of a writer are one Kafka
+//!   transaction of a producer of their own, `transactional.id` = `transaction_prefix`
+//!   (default `ferry-<job id>`) + `-<writer index>-<sequence>`. At the checkpoint barrier
+//!   the writer *prepares* it: flushes it (every record acknowledged, inside the still open
+//!   transaction) and records its transactional id, producer id and epoch as the
+//!   checkpoint's commit info; the producer is dropped without ending the transaction.
+//!   The committer, after the checkpoint is stored, ends it with Kafka's `EndTxn` through
+//!   [`crate::end_txn`] (librdkafka commits only from the producer that opened a
+//!   transaction; the coordinator needs only the id, producer id and epoch). A restored job
+//!   commits the restored checkpoint's prepared transactions again (the coordinator answers
+//!   success to a repeated commit), and each restored writer aborts what un-checkpointed
+//!   runs left open: it initialises the ids from the sequence its state holds onward
+//!   (`init_transactions` fences an id's producer and aborts its open transaction) until one
+//!   that was never used (epoch 0). Read with `isolation.level = read_committed`, each
+//!   checkpoint's rows appear once.
 //! - `AT_LEAST_ONCE`: an idempotent producer (no duplicates from librdkafka's own
 //!   retries), flushed at every checkpoint: a completed checkpoint's rows are in the topic.
 //! - `NON` (default, as in SeaTunnel): a plain producer (its retries may duplicate a
@@ -29,15 +32,30 @@ use ferry_api::{
     TableSchema, WriterContext,
 };
 use ferry_formats::{read_change_format, Encoder, Format, CHANGE_FORMAT_OPTIONS};
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use serde_json::Value;
 
+use crate::end_txn::{end_transaction, PreparedTxn};
 use crate::{client_config, describe_config, external, read_kafka_config, NAME};
 
 /// How long flushing, and each transaction step, may take.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `transaction.timeout.ms` unless `kafka.config` sets one: a prepared transaction must
+/// outlive a crash until the restarted job commits it (Kafka's default
+/// `transaction.max.timeout.ms` is 15 minutes, the most a broker allows by default).
+const TRANSACTION_TIMEOUT_MS: &str = "900000";
+
+/// Ids initialised at most when a restored writer aborts what earlier runs left open.
+const MAX_LEFTOVERS: u64 = 10_000;
+
+/// Ids a writer without state initialises to abort what earlier runs left open: the
+/// transaction a crashed run prepared for its first checkpoint, the one it had open after
+/// it, and one more for a checkpoint begun before the first was stored.
+const FRESH_WINDOW: u64 = 3;
 
 ferry_api::declare_options! {
     /// The `Kafka` sink's own options.
@@ -285,60 +303,33 @@ impl std::fmt::Debug for KafkaSink {
 
 impl Sink for KafkaSink {
     fn delivery(&self) -> SinkDelivery {
-        SinkDelivery::AtLeastOnce
+        match self.semantics {
+            Semantics::ExactlyOnce => SinkDelivery::ExactlyOnce,
+            _ => SinkDelivery::AtLeastOnce,
+        }
     }
     fn delivery_reason(&self) -> Option<String> {
         Some(match self.semantics {
-            Semantics::ExactlyOnce => "at-least-once: EXACTLY_ONCE makes each checkpoint's rows one Kafka transaction, so read_committed consumers never see rows of a checkpoint that did not reach its barrier, and a restart fences and aborts the crashed writer's open transaction; but librdkafka can commit a transaction only from the producer that opened it, so the writer commits it at the checkpoint barrier, before the checkpoint is stored, and a crash in between writes that checkpoint's rows again".into(),
+            Semantics::ExactlyOnce => "exactly-once for read_committed consumers: each checkpoint's rows of a writer are one Kafka transaction, prepared (flushed, left open) at the checkpoint barrier and committed by the committer after the checkpoint is stored (Kafka's EndTxn with the producer id and epoch the checkpoint holds); a restart commits the restored checkpoint's transactions and aborts the ones later runs left open. A prepared transaction must be committed within transaction.timeout.ms (15 minutes unless kafka.config sets it), or the broker aborts it".into(),
             Semantics::AtLeastOnce => "at-least-once: an idempotent producer, flushed at every checkpoint; rows after the last checkpoint are produced again after a restart".into(),
             Semantics::Non => "at-least-once: semantics = NON, a plain producer (its retries may duplicate a message) flushed at every checkpoint; rows after the last checkpoint are produced again after a restart".into(),
+        })
+    }
+    fn create_committer(&self) -> Result<Option<Box<dyn ferry_api::SinkCommitter>>> {
+        Ok(match self.semantics {
+            Semantics::ExactlyOnce => Some(Box::new(Committer {
+                servers: self.servers.clone(),
+            })),
+            _ => None,
         })
     }
     fn create_writer(
         &self,
         ctx: &WriterContext,
-        _restored: Option<Value>,
+        restored: Option<Value>,
     ) -> Result<Box<dyn SinkWriter>> {
-        let mut ours: Vec<(&str, String)> = Vec::new();
-        let mut txn_id = None;
-        match self.semantics {
-            Semantics::ExactlyOnce => {
-                let id = format!("{}-{}", self.prefix, ctx.subtask);
-                ours.push(("transactional.id", id.clone()));
-                ours.push(("enable.idempotence", "true".into()));
-                txn_id = Some(id);
-            }
-            Semantics::AtLeastOnce => ours.push(("enable.idempotence", "true".into())),
-            Semantics::Non => {}
-        }
         let errors = Arc::new(Mutex::new(None));
-        let producer: ThreadedProducer<Reporter> =
-            client_config(&self.servers, &ours, &self.config)
-                .create_with_context(Reporter {
-                    first_error: errors.clone(),
-                })
-                .map_err(|e| {
-                    FerryError::config(format!(
-                        "{NAME}: creating a producer for bootstrap.servers {} failed (check kafka.config: {}): {e}",
-                        self.servers,
-                        describe_config(&self.config)
-                    ))
-                })?;
-        if let Some(id) = &txn_id {
-            // Fences every earlier producer with this transactional.id and aborts the
-            // transaction a crashed one left open.
-            producer.init_transactions(FLUSH_TIMEOUT).map_err(|e| {
-                external(
-                    &self.servers,
-                    &format!("initialising transactions for transactional.id {id}"),
-                    e,
-                )
-            })?;
-            producer
-                .begin_transaction()
-                .map_err(|e| external(&self.servers, "beginning a transaction", e))?;
-        }
-        Ok(Box::new(Writer {
+        let mut writer = Writer {
             servers: self.servers.clone(),
             topic: self.topic.clone(),
             assign: self.assign.clone(),
@@ -347,10 +338,103 @@ impl Sink for KafkaSink {
             encoder: self.encoder.clone(),
             key_columns: self.key_columns.iter().map(|(_, i)| *i).collect(),
             partition: self.partition,
-            transactional: txn_id.is_some(),
-            producer,
+            config: self.config.clone(),
+            producer: None,
             errors,
-        }))
+            eos: None,
+        };
+        match self.semantics {
+            Semantics::ExactlyOnce => {
+                let restored_state = restored.is_some();
+                let state: WriterState = match restored {
+                    Some(v) => serde_json::from_value(v)
+                        .map_err(|e| FerryError::internal(format!("{NAME} writer state: {e}")))?,
+                    None => WriterState { next: 0 },
+                };
+                writer.eos = Some(Eos {
+                    base: format!("{}-{}", self.prefix, ctx.subtask),
+                    next: state.next,
+                    open: None,
+                });
+                writer.abort_leftovers(restored_state)?;
+            }
+            Semantics::AtLeastOnce => {
+                writer.producer = Some(
+                    writer
+                        .new_producer(&[("enable.idempotence", "true".into())], &[])?
+                        .0,
+                );
+            }
+            Semantics::Non => writer.producer = Some(writer.new_producer(&[], &[])?.0),
+        }
+        Ok(Box::new(writer))
+    }
+}
+
+/// An exactly-once writer's state in a checkpoint: the sequence number of the first
+/// transactional id it had not used when the checkpoint was taken. Transactions of later
+/// ids belong to no stored checkpoint.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct WriterState {
+    next: u64,
+}
+
+/// An exactly-once writer's transactions.
+struct Eos {
+    /// `transaction_prefix-<writer index>`; each transaction's id adds `-<sequence>`.
+    base: String,
+    /// The sequence number of the next transaction's id.
+    next: u64,
+    /// The transaction rows go to now.
+    open: Option<OpenTxn>,
+}
+
+/// A begun transaction.
+struct OpenTxn {
+    txn: PreparedTxn,
+    /// Whether a record was sent in it (an empty one is kept for the next checkpoint).
+    sent: bool,
+}
+
+/// Ends prepared transactions after their checkpoint is stored.
+struct Committer {
+    servers: String,
+}
+
+impl Committer {
+    fn end(&self, infos: Vec<Value>, commit: bool) -> Result<()> {
+        for info in infos {
+            let txn: PreparedTxn = serde_json::from_value(info)
+                .map_err(|e| FerryError::internal(format!("{NAME} commit info: {e}")))?;
+            end_transaction(&self.servers, &txn, commit, FLUSH_TIMEOUT).map_err(|e| {
+                external(
+                    &self.servers,
+                    if commit {
+                        "committing a prepared transaction"
+                    } else {
+                        "aborting a prepared transaction"
+                    },
+                    e,
+                )
+            })?;
+            tracing::debug!(
+                transactional_id = %txn.transactional_id,
+                producer_id = txn.producer_id,
+                epoch = txn.producer_epoch,
+                commit,
+                "Kafka transaction ended"
+            );
+        }
+        Ok(())
+    }
+}
+
+impl ferry_api::SinkCommitter for Committer {
+    fn commit(&mut self, _checkpoint_id: u64, infos: Vec<Value>) -> Result<()> {
+        self.end(infos, true)
+    }
+    fn abort(&mut self, _checkpoint_id: u64, infos: Vec<Value>) -> Result<()> {
+        self.end(infos, false)
     }
 }
 
@@ -390,12 +474,51 @@ fn partition_count(
     Ok(n)
 }
 
-/// Records the first delivery failure librdkafka reports.
+/// Records the first delivery failure librdkafka reports, and the producer id and epoch
+/// it acquires (from its `eos` debug log: librdkafka has no call that returns them).
 struct Reporter {
     first_error: Arc<Mutex<Option<String>>>,
+    pid: AcquiredPid,
 }
 
-impl ClientContext for Reporter {}
+/// Where a producer's id and epoch go once librdkafka logs them.
+type AcquiredPid = Arc<Mutex<Option<(i64, i16)>>>;
+
+/// The producer id and epoch in librdkafka's `Acquired PID{Id:1000,Epoch:3}` log line.
+pub(crate) fn acquired_pid(message: &str) -> Option<(i64, i16)> {
+    let rest = &message[message.find("Acquired PID{Id:")? + "Acquired PID{Id:".len()..];
+    let (id, rest) = rest.split_once(",Epoch:")?;
+    let epoch = &rest[..rest.find('}')?];
+    Some((id.parse().ok()?, epoch.parse().ok()?))
+}
+
+impl ClientContext for Reporter {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        if let Some(pid) = acquired_pid(message) {
+            if let Ok(mut p) = self.pid.lock() {
+                *p = Some(pid);
+            }
+        }
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", "librdkafka: {fac} {message}")
+            }
+            RDKafkaLogLevel::Warning => {
+                tracing::warn!(target: "librdkafka", "librdkafka: {fac} {message}")
+            }
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", "librdkafka: {fac} {message}")
+            }
+            // The `eos` debug context is on for the line above; the rest is noise.
+            RDKafkaLogLevel::Debug => {
+                tracing::trace!(target: "librdkafka", "librdkafka: {fac} {message}")
+            }
+        }
+    }
+}
 
 impl ProducerContext for Reporter {
     type DeliveryOpaque = ();
@@ -426,12 +549,159 @@ struct Writer {
     encoder: Encoder,
     key_columns: Vec<usize>,
     partition: Option<i32>,
-    transactional: bool,
-    producer: ThreadedProducer<Reporter>,
+    /// `kafka.config`.
+    config: Vec<(String, String)>,
+    /// The producer; with EXACTLY_ONCE the open transaction's, `None` between transactions.
+    producer: Option<ThreadedProducer<Reporter>>,
     errors: Arc<Mutex<Option<String>>>,
+    /// With EXACTLY_ONCE: the transactions.
+    eos: Option<Eos>,
 }
 
 impl Writer {
+    /// A producer with `ours` settings, then `kafka.config`, then `last`; and where its
+    /// producer id and epoch will be.
+    fn new_producer(
+        &self,
+        ours: &[(&str, String)],
+        last: &[(&str, String)],
+    ) -> Result<(ThreadedProducer<Reporter>, AcquiredPid)> {
+        let pid = Arc::new(Mutex::new(None));
+        let mut config = client_config(&self.servers, ours, &self.config);
+        for (k, v) in last {
+            config.set(*k, v);
+        }
+        if last.iter().any(|(k, _)| *k == "debug") {
+            // rdkafka takes the log level from the `log` crate's, which may hide debug lines.
+            config.set_log_level(RDKafkaLogLevel::Debug);
+        }
+        let producer = config
+            .create_with_context(Reporter {
+                first_error: self.errors.clone(),
+                pid: pid.clone(),
+            })
+            .map_err(|e| {
+                FerryError::config(format!(
+                    "{NAME}: creating a producer for bootstrap.servers {} failed (check kafka.config: {}): {e}",
+                    self.servers,
+                    describe_config(&self.config)
+                ))
+            })?;
+        Ok((producer, pid))
+    }
+
+    /// A transactional producer for `transactional.id` `id`, initialised (which fences an
+    /// earlier producer of the id and aborts the transaction it left open), and its
+    /// producer id and epoch.
+    fn init_transactional(&self, id: &str) -> Result<(ThreadedProducer<Reporter>, (i64, i16))> {
+        // `debug = eos` makes librdkafka log the producer id and epoch it acquires.
+        let debug = match self.config.iter().rev().find(|(k, _)| k == "debug") {
+            Some((_, v)) if !v.trim().is_empty() => format!("{v},eos"),
+            _ => "eos".to_string(),
+        };
+        let mut ours = vec![
+            ("transactional.id", id.to_string()),
+            ("enable.idempotence", "true".to_string()),
+        ];
+        if !self
+            .config
+            .iter()
+            .any(|(k, _)| k == "transaction.timeout.ms")
+        {
+            ours.push(("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS.to_string()));
+        }
+        let (producer, pid) = self.new_producer(&ours, &[("debug", debug)])?;
+        producer.init_transactions(FLUSH_TIMEOUT).map_err(|e| {
+            external(
+                &self.servers,
+                &format!("initialising transactions for transactional.id {id}"),
+                e,
+            )
+        })?;
+        // librdkafka logs the acquired id from its own thread, around when the call returns.
+        let waited = std::time::Instant::now();
+        let mut got = None;
+        while got.is_none() && waited.elapsed() < Duration::from_secs(5) {
+            got = pid.lock().ok().and_then(|p| *p);
+            if got.is_none() {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        let got = got.ok_or_else(|| {
+            external(
+                &self.servers,
+                &format!("initialising transactions for transactional.id {id}"),
+                "librdkafka did not report the producer id and epoch it acquired",
+            )
+        })?;
+        Ok((producer, got))
+    }
+
+    /// Aborts the transactions runs after the restored checkpoint left open: initialises
+    /// the ids from the state's sequence onward until one that was never used (epoch 0).
+    /// A writer without state (a first start, a restart before any checkpoint, every Spark
+    /// micro-batch) starts at sequence 0 and looks at the first [`FRESH_WINDOW`] ids only:
+    /// probing makes an id used, so an unbounded search would grow by one id with every
+    /// such start. Before the first checkpoint a crashed run left at most that many open.
+    fn abort_leftovers(&mut self, restored: bool) -> Result<()> {
+        let Some(eos) = &self.eos else {
+            return Ok(());
+        };
+        let (base, from) = (eos.base.clone(), eos.next);
+        let limit = if restored {
+            MAX_LEFTOVERS
+        } else {
+            FRESH_WINDOW
+        };
+        for seq in from..from + limit {
+            let id = format!("{base}-{seq}");
+            let (_producer, (_, epoch)) = self.init_transactional(&id)?;
+            if epoch == 0 {
+                return Ok(());
+            }
+            tracing::debug!(transactional_id = %id, epoch, "Kafka: fenced an earlier run's producer and aborted its open transaction");
+        }
+        if !restored {
+            return Ok(());
+        }
+        Err(external(
+            &self.servers,
+            &format!("aborting the transactions earlier runs left open under {base}-<n>"),
+            format!(
+                "ids {from} to {} were all used before",
+                from + MAX_LEFTOVERS - 1
+            ),
+        ))
+    }
+
+    /// With EXACTLY_ONCE, begins a transaction (of a producer of its own) when none is open.
+    fn ensure_open(&mut self) -> Result<()> {
+        let Some(eos) = &self.eos else {
+            return Ok(());
+        };
+        if eos.open.is_some() {
+            return Ok(());
+        }
+        let id = format!("{}-{}", eos.base, eos.next);
+        let (producer, (producer_id, producer_epoch)) = self.init_transactional(&id)?;
+        producer
+            .begin_transaction()
+            .map_err(|e| external(&self.servers, "beginning a transaction", e))?;
+        self.producer = Some(producer);
+        if let Some(eos) = &mut self.eos {
+            eos.next += 1;
+            eos.open = Some(OpenTxn {
+                txn: PreparedTxn {
+                    transactional_id: id,
+                    producer_id,
+                    producer_epoch,
+                },
+                sent: false,
+            });
+        }
+        Ok(())
+    }
+
     fn check_deliveries(&self) -> Result<()> {
         let first = self.errors.lock().ok().and_then(|mut e| e.take());
         match first {
@@ -446,19 +716,31 @@ impl Writer {
 
     /// Waits until every message sent so far is acknowledged (or failed).
     fn flush(&self) -> Result<()> {
-        self.producer.flush(FLUSH_TIMEOUT).map_err(|e| {
-            external(
-                &self.servers,
-                &format!("flushing to topic '{}'", self.topic.text()),
-                e,
-            )
-        })?;
+        if let Some(p) = &self.producer {
+            p.flush(FLUSH_TIMEOUT).map_err(|e| {
+                external(
+                    &self.servers,
+                    &format!("flushing to topic '{}'", self.topic.text()),
+                    e,
+                )
+            })?;
+        }
         self.check_deliveries()
     }
 }
 
 impl SinkWriter for Writer {
     fn write(&mut self, batch: &ChangeBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.ensure_open()?;
+        let Some(producer) = self.producer.as_ref() else {
+            return Err(FerryError::internal("Kafka writer without a producer"));
+        };
+        if let Some(OpenTxn { sent, .. }) = self.eos.as_mut().and_then(|e| e.open.as_mut()) {
+            *sent = true;
+        }
         let keys: Option<RecordBatch> = if self.key_columns.is_empty() {
             None
         } else {
@@ -513,7 +795,7 @@ impl SinkWriter for Writer {
                 Some(p) => Some(p),
                 None if !self.assign.is_empty() => {
                     let n = partition_count(
-                        &self.producer,
+                        producer,
                         &mut self.partition_counts,
                         &self.servers,
                         topic,
@@ -536,7 +818,7 @@ impl SinkWriter for Writer {
                 record = record.partition(p);
             }
             loop {
-                match self.producer.send(record) {
+                match producer.send(record) {
                     Ok(()) => break,
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
                         // librdkafka's queue is full: its thread is sending; wait a little.
@@ -558,28 +840,50 @@ impl SinkWriter for Writer {
 
     fn prepare_commit(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
         self.flush()?;
-        if self.transactional {
-            self.producer
-                .commit_transaction(FLUSH_TIMEOUT)
-                .map_err(|e| external(&self.servers, "committing a transaction", e))?;
-            self.producer
-                .begin_transaction()
-                .map_err(|e| external(&self.servers, "beginning a transaction", e))?;
+        let Some(eos) = &mut self.eos else {
+            return Ok(None);
+        };
+        match eos.open.take() {
+            // Nothing sent: the begun transaction serves the next checkpoint.
+            Some(open) if !open.sent => {
+                eos.open = Some(open);
+                Ok(None)
+            }
+            // Every record is acknowledged inside the open transaction: it is prepared.
+            // The producer goes without ending it; the committer does that.
+            Some(open) => {
+                self.producer = None;
+                Ok(Some(serde_json::to_value(&open.txn).map_err(|e| {
+                    FerryError::internal(format!("{NAME} commit info: {e}"))
+                })?))
+            }
+            None => Ok(None),
         }
-        Ok(None)
+    }
+
+    fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Option<Value>> {
+        let Some(eos) = &self.eos else {
+            return Ok(None);
+        };
+        // Transactions from the open one (or the next) on belong to no stored checkpoint.
+        let next = match &eos.open {
+            Some(_) => eos.next - 1,
+            None => eos.next,
+        };
+        Ok(Some(serde_json::json!(WriterState { next })))
     }
 
     fn abort(&mut self) -> Result<()> {
-        if self.transactional {
-            self.producer
-                .abort_transaction(FLUSH_TIMEOUT)
-                .map_err(|e| external(&self.servers, "aborting a transaction", e))?;
-            self.producer
-                .begin_transaction()
-                .map_err(|e| external(&self.servers, "beginning a transaction", e))?;
-        } else {
-            self.producer
-                .purge(rdkafka::producer::PurgeConfig::default().queue());
+        if self.eos.is_some() {
+            if let Some(p) = self.producer.take() {
+                p.abort_transaction(FLUSH_TIMEOUT)
+                    .map_err(|e| external(&self.servers, "aborting a transaction", e))?;
+            }
+            if let Some(eos) = &mut self.eos {
+                eos.open = None;
+            }
+        } else if let Some(p) = &self.producer {
+            p.purge(rdkafka::producer::PurgeConfig::default().queue());
         }
         if let Ok(mut e) = self.errors.lock() {
             e.take();
@@ -588,14 +892,28 @@ impl SinkWriter for Writer {
     }
 
     fn close(&mut self) -> Result<()> {
-        if self.transactional {
-            // The transaction begun after the last prepared commit holds nothing.
-            self.producer
-                .abort_transaction(FLUSH_TIMEOUT)
-                .map_err(|e| external(&self.servers, "ending the last transaction", e))?;
+        if self.eos.is_some() {
+            // After the last prepared commit: a transaction still open holds nothing.
+            if let Some(p) = self.producer.take() {
+                p.abort_transaction(FLUSH_TIMEOUT)
+                    .map_err(|e| external(&self.servers, "ending the last transaction", e))?;
+            }
             Ok(())
         } else {
             self.flush()
         }
+    }
+}
+
+#[cfg(test)]
+mod pid_tests {
+    #[test]
+    fn the_producer_id_and_epoch_read_from_librdkafkas_log_line() {
+        assert_eq!(
+            super::acquired_pid("Acquired PID{Id:1000,Epoch:3} (previous PID{Invalid})"),
+            Some((1000, 3))
+        );
+        assert_eq!(super::acquired_pid("Acquired PID{Invalid}"), None);
+        assert_eq!(super::acquired_pid("something else"), None);
     }
 }

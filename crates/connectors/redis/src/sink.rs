@@ -12,7 +12,7 @@ use ferry_api::{
 use ferry_formats::{text_value, Encoder, Format};
 use serde_json::Value;
 
-use crate::{DataType, Server, CONNECTION_OPTIONS, NAME};
+use crate::{Conn, DataType, Server, CONNECTION_OPTIONS, NAME};
 
 const FORMATS: &[&str] = &["json", "text"];
 
@@ -119,7 +119,7 @@ enum Entry {
 
 struct Writer {
     server: Server,
-    conn: redis::Connection,
+    conn: Conn,
     key: String,
     expire: i64,
     encoder: Encoder,
@@ -131,31 +131,44 @@ impl Writer {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
+        let mut cmds = Vec::with_capacity(self.buffer.len() * 2);
         for e in self.buffer.drain(..) {
             let key = match e {
                 Entry::Value(key, value) => {
-                    match self.server.data_type {
-                        DataType::String => pipe.cmd("SET").arg(&key).arg(value),
-                        DataType::List => pipe.cmd("LPUSH").arg(&key).arg(value),
-                        DataType::Set => pipe.cmd("SADD").arg(&key).arg(value),
-                        _ => pipe.cmd("ZADD").arg(&key).arg(1).arg(value),
+                    let mut cmd = match self.server.data_type {
+                        DataType::String => redis::cmd("SET"),
+                        DataType::List => redis::cmd("LPUSH"),
+                        DataType::Set => redis::cmd("SADD"),
+                        _ => redis::cmd("ZADD"),
                     };
+                    cmd.arg(&key);
+                    if self.server.data_type == DataType::Zset {
+                        cmd.arg(1);
+                    }
+                    cmd.arg(value);
+                    cmds.push(cmd);
                     key
                 }
                 Entry::Fields(key, fields) => {
                     if !fields.is_empty() {
-                        pipe.cmd("HSET").arg(&key).arg(fields);
+                        let mut cmd = redis::cmd("HSET");
+                        cmd.arg(&key).arg(fields);
+                        cmds.push(cmd);
                     }
                     key
                 }
             };
             if self.expire > 0 {
-                pipe.cmd("EXPIRE").arg(&key).arg(self.expire);
+                let mut cmd = redis::cmd("EXPIRE");
+                cmd.arg(&key).arg(self.expire);
+                cmds.push(cmd);
             }
         }
-        pipe.query::<redis::Value>(&mut self.conn)
-            .map(|_| ())
+        if cmds.is_empty() {
+            return Ok(());
+        }
+        self.conn
+            .write(cmds)
             .map_err(|e| self.server.error("writing to", e))
     }
 }

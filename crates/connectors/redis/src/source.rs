@@ -11,9 +11,11 @@ use ferry_api::{
     Result, Source, SourceFactory, SourceReader, Split, SplitEnumerator, TableSchema,
 };
 use ferry_formats::{read_schema, Decoder, Format, OnError, OneSplit, SCHEMA_OPTIONS};
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::FromRedisValue;
 use serde_json::Value;
 
-use crate::{DataType, Server, CONNECTION_OPTIONS, NAME};
+use crate::{cluster_masters, Conn, DataType, Server, CONNECTION_OPTIONS, NAME};
 
 const FORMATS: &[&str] = &["json", "text"];
 const HASH_MODES: &[&str] = &["all", "kv"];
@@ -156,6 +158,8 @@ impl Source for RedisSource {
             &Scan {
                 cursor: 0,
                 done: false,
+                masters: Vec::new(),
+                node: 0,
             },
         )?;
         Ok(Box::new(OneSplit::new(split, restored)))
@@ -174,10 +178,20 @@ impl Source for RedisSource {
 }
 
 /// Where a scan has got to: the cursor of the next `SCAN` step. The split's state.
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+///
+/// A cluster is scanned one master after the other (each holds its own slots' keys, and
+/// `SCAN` sees only the node it runs on): `masters` lists them as the first step found them,
+/// `node` is the one `cursor` belongs to.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Scan {
     cursor: u64,
     done: bool,
+    /// Cluster mode: the masters (`host:port`, sorted), found at the first step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    masters: Vec<String>,
+    /// Cluster mode: the index in `masters` of the master being scanned.
+    #[serde(default)]
+    node: usize,
 }
 
 struct Reader {
@@ -185,14 +199,14 @@ struct Reader {
     pattern: String,
     table: TableSchema,
     decoder: Option<Decoder>,
-    conn: Option<redis::Connection>,
+    conn: Option<Conn>,
     scan: Option<Scan>,
     no_more: bool,
 }
 
 impl Reader {
-    /// One `SCAN` step from `cursor`: the next cursor and the values of the keys found.
-    fn step(&mut self, cursor: u64) -> Result<(u64, Vec<String>)> {
+    /// One `SCAN` step from `scan`: where the scan is then, and the values of the keys found.
+    fn step(&mut self, scan: &Scan) -> Result<(Scan, Vec<String>)> {
         if self.conn.is_none() {
             self.conn = Some(self.server.connect()?);
         }
@@ -201,45 +215,118 @@ impl Reader {
             .conn
             .as_mut()
             .ok_or_else(|| FerryError::internal("no connection"))?;
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(scan.cursor)
             .arg("MATCH")
             .arg(&self.pattern)
             .arg("COUNT")
             .arg(server.batch_size)
             .arg("TYPE")
-            .arg(server.data_type.scan_type())
-            .query(conn)
-            .map_err(|e| server.error("scanning keys on", e))?;
+            .arg(server.data_type.scan_type());
+        let (keys, state): (Vec<String>, Scan) = match conn {
+            Conn::Single(c) => {
+                let (next, keys): (u64, Vec<String>) = cmd
+                    .query(c)
+                    .map_err(|e| server.error("scanning keys on", e))?;
+                let state = Scan {
+                    cursor: next,
+                    done: next == 0,
+                    masters: Vec::new(),
+                    node: 0,
+                };
+                (keys, state)
+            }
+            Conn::Cluster(c) => {
+                let mut masters = scan.masters.clone();
+                if masters.is_empty() {
+                    let nodes: String = redis::cmd("CLUSTER")
+                        .arg("NODES")
+                        .query(c.as_mut())
+                        .map_err(|e| server.error("listing the nodes of", e))?;
+                    masters = cluster_masters(&nodes);
+                    if masters.is_empty() {
+                        return Err(server.error(
+                            "scanning keys on",
+                            "CLUSTER NODES lists no master serving slots",
+                        ));
+                    }
+                }
+                let Some(master) = masters.get(scan.node).cloned() else {
+                    return Err(FerryError::internal(format!(
+                        "Redis scan state names master {} of {}",
+                        scan.node,
+                        masters.len()
+                    )));
+                };
+                let (host, port) = master
+                    .rsplit_once(':')
+                    .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+                    .ok_or_else(|| {
+                        FerryError::internal(format!("Redis master {master} is not host:port"))
+                    })?;
+                let reply = c
+                    .route_command(
+                        &cmd,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
+                    )
+                    .map_err(|e| {
+                        server.error(&format!("scanning keys on master {master} of"), e)
+                    })?;
+                let (next, keys) = <(u64, Vec<String>)>::from_redis_value(reply).map_err(|e| {
+                    server.error(&format!("scanning keys on master {master} of"), e)
+                })?;
+                // A master's scan ends at cursor 0; the next master's starts there.
+                let node = if next == 0 { scan.node + 1 } else { scan.node };
+                let done = node >= masters.len();
+                let state = Scan {
+                    cursor: next,
+                    done,
+                    masters,
+                    node,
+                };
+                (keys, state)
+            }
+        };
         if keys.is_empty() {
-            return Ok((next, Vec::new()));
+            return Ok((state, Vec::new()));
         }
         let fail = |e: redis::RedisError| server.error("reading values from", e);
         let values: Vec<String> = match server.data_type {
             DataType::String => {
                 let v: Vec<Option<String>> =
-                    redis::cmd("MGET").arg(&keys).query(conn).map_err(fail)?;
+                    conn.query(redis::cmd("MGET").arg(&keys)).map_err(fail)?;
                 v.into_iter().flatten().collect()
             }
             DataType::List | DataType::Set | DataType::Zset => {
-                let mut pipe = redis::pipe();
-                for k in &keys {
-                    match server.data_type {
-                        DataType::List => pipe.cmd("LRANGE").arg(k).arg(0).arg(-1),
-                        DataType::Set => pipe.cmd("SMEMBERS").arg(k),
-                        _ => pipe.cmd("ZRANGE").arg(k).arg(0).arg(-1),
-                    };
-                }
-                let v: Vec<Vec<String>> = pipe.query(conn).map_err(fail)?;
+                let cmds = keys
+                    .iter()
+                    .map(|k| {
+                        let mut c = match server.data_type {
+                            DataType::List => redis::cmd("LRANGE"),
+                            DataType::Set => redis::cmd("SMEMBERS"),
+                            _ => redis::cmd("ZRANGE"),
+                        };
+                        c.arg(k);
+                        if server.data_type != DataType::Set {
+                            c.arg(0).arg(-1);
+                        }
+                        c
+                    })
+                    .collect();
+                let v: Vec<Vec<String>> = conn.read(cmds).map_err(fail)?;
                 v.into_iter().flatten().collect()
             }
             DataType::Hash => {
-                let mut pipe = redis::pipe();
-                for k in &keys {
-                    pipe.cmd("HGETALL").arg(k);
-                }
+                let cmds = keys
+                    .iter()
+                    .map(|k| {
+                        let mut c = redis::cmd("HGETALL");
+                        c.arg(k);
+                        c
+                    })
+                    .collect();
                 // Field, value, field, value, … for each key.
-                let v: Vec<Vec<String>> = pipe.query(conn).map_err(fail)?;
+                let v: Vec<Vec<String>> = conn.read(cmds).map_err(fail)?;
                 v.into_iter()
                     .zip(&keys)
                     // A key deleted between SCAN and HGETALL reads as an empty hash.
@@ -257,7 +344,7 @@ impl Reader {
                     .collect()
             }
         };
-        Ok((next, values))
+        Ok((state, values))
     }
 
     fn rows(&self, values: Vec<String>) -> Result<RecordBatch> {
@@ -287,32 +374,30 @@ impl SourceReader for Reader {
     }
 
     fn poll_next(&mut self) -> Result<ReadStatus> {
-        let Some((cursor, done)) = self.scan.as_ref().map(|s| (s.cursor, s.done)) else {
+        let Some(scan) = self.scan.clone() else {
             return Ok(if self.no_more {
                 ReadStatus::Finished
             } else {
                 ReadStatus::Idle(Duration::from_millis(50))
             });
         };
-        if done {
+        if scan.done {
             return Ok(ReadStatus::Finished);
         }
         // Steps that match nothing are taken in the same poll, for a while.
         let started = Instant::now();
-        let mut cursor = cursor;
+        let mut scan = scan;
         loop {
-            let (next, values) = self.step(cursor)?;
-            cursor = next;
-            if !values.is_empty() || next == 0 || started.elapsed() > Duration::from_millis(50) {
+            let (next, values) = self.step(&scan)?;
+            scan = next;
+            if !values.is_empty() || scan.done || started.elapsed() > Duration::from_millis(50) {
                 let batch = self.rows(values)?;
+                let done = scan.done;
                 // The state moves on with the rows it covers, in the same call.
-                self.scan = Some(Scan {
-                    cursor,
-                    done: cursor == 0,
-                });
+                self.scan = Some(scan);
                 return Ok(if batch.num_rows() > 0 {
                     ReadStatus::Batch(ChangeBatch::inserts(self.table.name.clone(), batch))
-                } else if cursor == 0 {
+                } else if done {
                     ReadStatus::Finished
                 } else {
                     ReadStatus::Idle(Duration::ZERO)
