@@ -617,8 +617,14 @@ mod tests {
         assert_eq!(pg_numeric(&numeric(0, 0, &[]), 2).unwrap(), Some(0));
         // 0.125 at scale 2 rounds half up; -0.125 away from zero.
         assert_eq!(pg_numeric(&numeric(-1, 0, &[1250]), 2).unwrap(), Some(13));
-        assert_eq!(pg_numeric(&numeric(-1, 0x4000, &[1250]), 2).unwrap(), Some(-13));
-        assert_eq!(pg_numeric(&numeric(-1, 0, &[1249, 9999]), 2).unwrap(), Some(12));
+        assert_eq!(
+            pg_numeric(&numeric(-1, 0x4000, &[1250]), 2).unwrap(),
+            Some(-13)
+        );
+        assert_eq!(
+            pg_numeric(&numeric(-1, 0, &[1249, 9999]), 2).unwrap(),
+            Some(12)
+        );
     }
 
     #[test]

@@ -474,10 +474,8 @@ impl Conn {
     /// synchronous commit of a transaction with an id flushes the WAL up to its own commit
     /// record, which follows theirs.
     async fn sync_commits(&mut self) -> Result<()> {
-        self.exec(
-            "BEGIN; SET LOCAL synchronous_commit = on; SELECT txid_current(); COMMIT",
-        )
-        .await
+        self.exec("BEGIN; SET LOCAL synchronous_commit = on; SELECT txid_current(); COMMIT")
+            .await
     }
 
     /// Runs `sql` (one or more statements).
