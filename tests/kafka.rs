@@ -1502,12 +1502,19 @@ sink {{ Kafka {{
     };
     // Three runs killed in the snapshot, before the workload starts (so that each initial
     // row is one snapshot event); then a run that commits the whole snapshot.
-    let mut in_snapshot = Vec::new();
+    // Each is killed shortly after it has committed rows of its own, so that the kills
+    // land inside the snapshot (the counts printed at the end show where they landed).
+    let mut in_snapshot = vec![0];
     for i in 0..3 {
         let child = common::start_job(&capture, "cdc-eo", &ckpt, &[]);
-        kill(i, child, rng.between(2500, 4000));
+        let before = in_snapshot[i];
+        eventually(Duration::from_secs(30), || {
+            committed().0.committed.len() > before
+        });
+        kill(i, child, rng.between(100, 700));
         in_snapshot.push(committed().0.committed.len());
     }
+    in_snapshot.remove(0);
     let mut first = common::start_job(&capture, "cdc-eo", &ckpt, &[]);
     let snapshot = eventually(Duration::from_secs(60), || {
         committed().0.committed.len() >= INITIAL
@@ -1593,7 +1600,8 @@ sink {{ Kafka {{
         started.elapsed().as_secs_f64()
     );
     psql(&format!(
-        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}'"
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}';
+         DROP PUBLICATION IF EXISTS {slot}_publication;"
     ));
 
     // Kafka → Jdbc upserts and deletes by key: the table again.
