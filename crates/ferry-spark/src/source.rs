@@ -951,5 +951,22 @@ mod tests {
             o.to_canonical().unwrap(),
             r#"{"batch":2,"enumerator":{"a":2,"z":1},"parts":[],"source":1}"#
         );
+        // A bound shows only where a source gives one; its partitions carry it.
+        let bounded = StreamOffset {
+            bound: Some(serde_json::json!({"lsn": 7})),
+            parts: vec![PartitionStart {
+                carried: vec![],
+                added: vec![Split {
+                    id: "s".into(),
+                    state: Value::Null,
+                }],
+            }],
+            ..o
+        };
+        let text = bounded.to_canonical().unwrap();
+        assert!(text.contains(r#""bound":{"lsn":7}"#), "{text}");
+        assert_eq!(StreamOffset::parse(&text).unwrap(), bounded);
+        let parts = stream_partitions(&bounded, "/loc", Some(1_000), 10);
+        assert_eq!(parts[0].bound, bounded.bound);
     }
 }
