@@ -989,7 +989,7 @@ impl Task<'_> {
         let Some(pid) = walsender else {
             return Ok(());
         };
-        let started = Instant::now();
+        let mut started = Instant::now();
         let mut ended = false;
         loop {
             let held = self
@@ -1019,6 +1019,8 @@ impl Task<'_> {
                     .execute("SELECT pg_terminate_backend($1)", &[&pid])
                     .await;
                 ended = true;
+                // As long again for the ended connection to go.
+                started = Instant::now();
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
