@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    cases, conformance_dir, eventually, ferry, jobs_line, output_ids, own_cases, prepare,
+    cases, conformance_dir, eventually, ferry, jobs_line, output_ids, own_cases, prepare, psql,
     request_savepoint, rewrite_paths, start_job, stderr_of, visible_lines, wait_for, wait_running,
     Case, Rng,
 };
@@ -956,4 +956,290 @@ sink {{ LocalFile {{ path = "{}", file_format_type = csv, is_enable_transaction 
     );
     assert!(ids.values().all(|n| *n == 1), "every id once");
     drop(cluster);
+}
+
+/// A Postgres-CDC → Jdbc (upserts by key) job of database `test`: schema `schema`'s
+/// table `src` into its table `dst`, through slot `slot`, snapshot chunks of `split` rows.
+fn cdc_job(dir: &Path, schema: &str, slot: &str, split: u64) -> PathBuf {
+    let job = dir.join("cdc.conf");
+    std::fs::write(
+        &job,
+        format!(
+            r#"
+env {{ job.name = "cdc-{slot}", job.mode = "STREAMING", checkpoint.interval = 1000 }}
+source {{
+  Postgres-CDC {{
+    base-url = "jdbc:postgresql://127.0.0.1:5432/test"
+    username = "postgres"
+    password = "secret-not-shown"
+    table-names = ["test.{schema}.src"]
+    slot.name = "{slot}"
+    snapshot.split.size = {split}
+    exactly_once = true
+  }}
+}}
+sink {{
+  Jdbc {{
+    url = "jdbc:postgresql://127.0.0.1:5432/test"
+    driver = "org.postgresql.Driver"
+    user = "postgres"
+    password = "secret-not-shown"
+    generate_sink_sql = true
+    database = test
+    table = {schema}.dst
+    primary_keys = ["id"]
+  }}
+}}
+"#
+        ),
+    )
+    .unwrap();
+    job
+}
+
+/// Drops replication slot `slot` (and its publication) and makes schema `schema` afresh with
+/// tables `src` (`rows` rows) and `dst`.
+fn cdc_tables(schema: &str, slot: &str, rows: u64) {
+    cdc_drop_slot(slot);
+    psql(
+        "test",
+        &format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};
+             CREATE TABLE {schema}.src (id int8 PRIMARY KEY, v int4 NOT NULL, note text);
+             CREATE TABLE {schema}.dst (id int8 PRIMARY KEY, v int4 NOT NULL, note text);
+             INSERT INTO {schema}.src SELECT g, 0, 'row ' || g FROM generate_series(1, {rows}) g;"
+        ),
+    );
+}
+
+/// Drops replication slot `slot` and its publication.
+fn cdc_drop_slot(slot: &str) {
+    psql(
+        "test",
+        &format!("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+    );
+    psql(
+        "test",
+        &format!("DROP PUBLICATION IF EXISTS {slot}_publication"),
+    );
+}
+
+/// `schema`'s table `t` as text, row by row (large values by their hash).
+fn cdc_text(schema: &str, t: &str) -> String {
+    psql(
+        "test",
+        &format!("SELECT id, v, md5(note) FROM {schema}.{t} ORDER BY id"),
+    )
+}
+
+/// The replication slots named like `slot` (or temporary), and how far `slot`'s confirmed
+/// position is behind the server's.
+fn cdc_slots(slot: &str) -> (String, i64) {
+    let slots = psql(
+        "test",
+        &format!("SELECT slot_name FROM pg_replication_slots WHERE temporary OR slot_name LIKE '{slot}%' ORDER BY 1"),
+    );
+    let behind = psql(
+        "test",
+        &format!("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+    )
+    .trim()
+    .parse()
+    .unwrap_or(i64::MAX);
+    (slots.trim().to_string(), behind)
+}
+
+/// Postgres-CDC on Spark: the snapshot (in several micro-batches of bounded chunks), then
+/// inserts, updates (one with a large value) and deletes reach the keyed Jdbc target, which
+/// equals the source; a savepoint stops the query; only the job's slot remains.
+#[test]
+fn postgres_cdc_on_spark_copies_a_table_and_its_changes() {
+    let _one = serial();
+    let (schema, slot) = ("ferry_spark_cdc", "ferry_sparkcdc_copy");
+    cdc_tables(schema, slot, 3_000);
+    let root = tempfile::tempdir().unwrap();
+    let job = cdc_job(root.path(), schema, slot, 500);
+    let ckpt = root.path().join("ckpt");
+    let check = ferry()
+        .arg("check")
+        .arg(&job)
+        .output()
+        .expect("ferry check runs");
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(text.contains("engines: local, spark"), "{text}");
+    let mut child = start_spark(&job, "sparkcdc", &ckpt);
+    let same = || cdc_text(schema, "src") == cdc_text(schema, "dst");
+    let snapshot = eventually(Duration::from_secs(240), same);
+    if snapshot {
+        psql(
+            "test",
+            &format!(
+                "INSERT INTO {schema}.src VALUES (5001, 1, 'new'), (5002, 2, repeat(md5('x'), 400));
+                 UPDATE {schema}.src SET v = v + 7, note = repeat('u', 5000) WHERE id % 100 = 3;
+                 DELETE FROM {schema}.src WHERE id % 250 = 1 OR id = 5001;
+                 BEGIN; UPDATE {schema}.src SET v = -1 WHERE id = 2; UPDATE {schema}.src SET v = -2 WHERE id = 2; COMMIT;"
+            ),
+        );
+    }
+    let changes = snapshot && eventually(Duration::from_secs(120), same);
+    wait_running_spark("sparkcdc", &ckpt);
+    request_savepoint("sparkcdc", &ckpt);
+    let status = wait_for(&mut child, Duration::from_secs(120), "the Spark CDC job");
+    let err = stderr_of(child);
+    assert!(snapshot, "the snapshot did not arrive: {err}");
+    assert!(changes, "the changes did not arrive: {err}");
+    assert!(status.success(), "{err}");
+    assert!(
+        !err.contains("secret-not-shown"),
+        "the password shows: {err}"
+    );
+    let (slots, behind) = cdc_slots(slot);
+    assert_eq!(slots, slot, "slots: {slots}");
+    assert!(
+        behind < 64 << 20,
+        "the slot is {behind} bytes behind the server"
+    );
+    cdc_drop_slot(slot);
+}
+
+/// Postgres-CDC on Spark under a continuous workload of multi-statement transactions
+/// (updates, inserts with large values, deletes) while the whole driver process group is
+/// killed with SIGKILL five times, in the snapshot and in the stream: after the workload
+/// stops, the keyed target equals the source row for row, only the job's slot exists and
+/// it is confirmed close to the server's position.
+#[test]
+fn postgres_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
+    let _one = serial();
+    let (schema, slot) = ("ferry_spark_cdc_crash", "ferry_sparkcdc_crash");
+    const ROWS: u64 = 6_000;
+    cdc_tables(schema, slot, ROWS);
+    let root = tempfile::tempdir().unwrap();
+    // Chunks of 250 rows, at most 8 a micro-batch: the snapshot takes 3 micro-batches, so
+    // the first kills land in it and the later ones in the stream.
+    let job = cdc_job(root.path(), schema, slot, 250);
+    let ckpt = root.path().join("ckpt");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let worker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut rng = Rng(0xcdc5_9a4c);
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let base = ROWS + 1 + round * 10;
+                psql(
+                    "test",
+                    &format!(
+                        "BEGIN;
+                         UPDATE {schema}.src SET v = v + 1, note = note || '.' WHERE id % 13 = {} AND id % 17 = {};
+                         INSERT INTO {schema}.src (id, v, note) SELECT {base} + g, 0, repeat(md5(g::text), {}) FROM generate_series(0, 9) g;
+                         DELETE FROM {schema}.src WHERE id % 1009 = {} AND id % 7 = {};
+                         COMMIT;",
+                        rng.between(0, 13),
+                        rng.between(0, 17),
+                        rng.between(1, 300),
+                        rng.between(0, 1009),
+                        rng.between(0, 7)
+                    ),
+                );
+                round += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            round
+        })
+    };
+    let batches = |ckpt: &Path| {
+        std::fs::read_dir(ckpt.join("sparkcdccrash/query-0/offsets"))
+            .map(|rd| rd.flatten().count())
+            .unwrap_or(0)
+    };
+    // Whether the latest logged micro-batch (the one a restart replays) starts before the
+    // snapshot's end.
+    let in_snapshot = |ckpt: &Path| {
+        let dir = ckpt.join("sparkcdccrash/query-0/offsets");
+        let last = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+                    .max()
+            })
+            .ok()
+            .flatten();
+        last.and_then(|n| std::fs::read_to_string(dir.join(n.to_string())).ok())
+            // Python's json.dumps wrote it, with spaces.
+            .map(|t| t.replace(' ', ""))
+            .is_some_and(|t| {
+                t.contains("\"chunk\":{")
+                    || t.contains("\"snapshotted\":[]")
+                    || t.contains("\"state\":null")
+            })
+    };
+    let mut rng = Rng(0x5eed_cdc5);
+    let mut kills_in_snapshot = 0;
+    for round in 0..5 {
+        let planned = batches(&ckpt);
+        let mut child = start_spark_group(&job, "sparkcdccrash", &ckpt);
+        let started = eventually(Duration::from_secs(240), || batches(&ckpt) > planned);
+        if !started {
+            kill_group(&mut child);
+            panic!(
+                "round {round}: no micro-batch started: {}",
+                stderr_of(child)
+            );
+        }
+        // The last two kills land in the stream: the snapshot chases the workload's inserts
+        // (new keys at the end of the table), so wait until this run has finished it.
+        if round >= 3 {
+            let streaming = eventually(Duration::from_secs(240), || !in_snapshot(&ckpt));
+            assert!(streaming, "round {round}: the snapshot did not end");
+        }
+        std::thread::sleep(Duration::from_millis(rng.between(300, 4_000)));
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "round {round}: the job ended by itself ({status}): {}",
+                stderr_of(child)
+            );
+        }
+        kill_group(&mut child);
+        let snapshot = in_snapshot(&ckpt);
+        kills_in_snapshot += snapshot as u32;
+        eprintln!(
+            "round {round}: killed after {} micro-batches in all (in the snapshot: {snapshot}), {} rows in the target",
+            batches(&ckpt),
+            psql("test", &format!("SELECT count(*) FROM {schema}.dst")).trim()
+        );
+    }
+    let mut last = start_spark_group(&job, "sparkcdccrash", &ckpt);
+    wait_running_spark("sparkcdccrash", &ckpt);
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let rounds = worker.join().unwrap();
+    let same = eventually(Duration::from_secs(180), || {
+        cdc_text(schema, "src") == cdc_text(schema, "dst")
+    });
+    request_savepoint("sparkcdccrash", &ckpt);
+    let status = wait_for(&mut last, Duration::from_secs(120), "the last run");
+    let err = stderr_of(last);
+    assert!(status.success(), "last run: {err}");
+    assert!(
+        !err.contains("secret-not-shown"),
+        "the password shows: {err}"
+    );
+    assert!(
+        same,
+        "after 5 kills and {rounds} transactions the target differs: {} rows in src, {} in dst",
+        psql("test", &format!("SELECT count(*) FROM {schema}.src")).trim(),
+        psql("test", &format!("SELECT count(*) FROM {schema}.dst")).trim()
+    );
+    assert!(rounds > 20, "only {rounds} workload transactions ran");
+    assert!(
+        (1..5).contains(&kills_in_snapshot),
+        "{kills_in_snapshot} of 5 kills in the snapshot: the test should kill in both phases"
+    );
+    let (slots, behind) = cdc_slots(slot);
+    assert_eq!(slots, slot, "slots: {slots}");
+    assert!(
+        behind < 64 << 20,
+        "the slot is {behind} bytes behind the server"
+    );
+    cdc_drop_slot(slot);
 }

@@ -277,6 +277,26 @@ pub trait Source: Send + Sync + Debug {
     fn bound_splits(&self, start: Vec<Split>, _end: &[Split]) -> Result<Vec<Split>> {
         Ok(start)
     }
+    /// Splits `start` (with, on a replay, the states `end` where the first read of the same
+    /// micro-batch ended), bounded at `bound`: the value the source's enumerator returned from
+    /// [`SplitEnumerator::bound_micro_batch`] for this micro-batch. A reader given them reads
+    /// up to the bound and then returns [`ReadStatus::Finished`] (the micro-batch is read, not
+    /// the source: the next micro-batch gets the snapshot's states with its own bound). Reads
+    /// with the same `start` and `bound` must return the same changes, so a replayed
+    /// micro-batch repeats the first read's; `end` tells a reader what the first read covered
+    /// where the source cannot derive it from the bound alone (a table snapshot's chunks).
+    /// The engine does not count rows for such a replay: the bound decides where it ends.
+    /// Only sources whose enumerator returns bounds are asked; the default refuses.
+    fn bound_splits_at(
+        &self,
+        _start: Vec<Split>,
+        _bound: &Value,
+        _end: Option<&[Split]>,
+    ) -> Result<Vec<Split>> {
+        Err(FerryError::internal(
+            "the source's enumerator bounded a micro-batch, but the source takes no bound",
+        ))
+    }
     /// The enumerator, fresh or restored from a snapshot taken by [`SplitEnumerator::snapshot`].
     fn create_enumerator(
         &self,
@@ -301,6 +321,19 @@ pub trait SplitEnumerator: Send {
     /// Checkpoint `checkpoint_id` is durable and committed.
     fn notify_checkpoint_complete(&mut self, _checkpoint_id: u64) -> Result<()> {
         Ok(())
+    }
+    /// A bound for micro-batch `batch`, which the engine is planning (Spark's
+    /// `latestOffset`), or `None` (the default): the micro-batch then reads for a time or
+    /// row budget, and a replay reads the same number of rows. A source whose reads cannot
+    /// be cut by a count so that a replay repeats them (a change log read on a connection
+    /// only one reader may hold, with table snapshots between its changes) marks where the
+    /// micro-batch ends instead: Postgres-CDC writes a message into the WAL and returns its
+    /// LSN. The engine logs the bound in the micro-batch's offset, before any reader runs,
+    /// and hands it to every reader of the batch through [`Source::bound_splits_at`]; each
+    /// reads up to it and no further, so every micro-batch ends, and a replay, given the same
+    /// bound, reads the same changes. May do I/O (on the planning thread, briefly).
+    fn bound_micro_batch(&mut self, _batch: u64) -> Result<Option<Value>> {
+        Ok(None)
     }
 }
 

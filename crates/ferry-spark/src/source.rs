@@ -121,6 +121,10 @@ pub struct StreamOffset {
     pub enumerator: Value,
     /// Per reader subtask, where it starts this batch.
     pub parts: Vec<PartitionStart>,
+    /// Where every reader of this batch stops, when the source's enumerator bounds its
+    /// micro-batches ([`ferry_api::SplitEnumerator::bound_micro_batch`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Value>,
 }
 
 impl StreamOffset {
@@ -131,6 +135,7 @@ impl StreamOffset {
             batch: -1,
             enumerator: Value::Null,
             parts: Vec::new(),
+            bound: None,
         }
     }
 
@@ -304,11 +309,15 @@ impl StreamOffsets {
                 .push(split);
         }
         let enumerator = e.snapshot(batch as u64 + 1)?;
+        // Taken after the splits were assigned: the readers stop here (logged in the offset
+        // before any of them runs, so a replay stops at the same place).
+        let bound = e.bound_micro_batch(batch as u64)?;
         let next = StreamOffset {
             source: self.source,
             batch,
             enumerator,
             parts,
+            bound,
         };
         let text = next.to_canonical()?;
         self.last = Some(next);
@@ -334,6 +343,10 @@ pub struct StreamPartition {
     pub budget_ms: Option<u64>,
     /// At most this many rows per batch.
     pub max_rows: u64,
+    /// The micro-batch's bound ([`StreamOffset::bound`]): the partition reads until its
+    /// reader reaches it, without a time or row budget, first attempt and replay alike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Value>,
 }
 
 /// The partitions of the micro-batch ending at `end` (empty when nothing is planned).
@@ -355,6 +368,7 @@ pub fn stream_partitions(
             location: location.to_string(),
             budget_ms,
             max_rows,
+            bound: end.bound.clone(),
         })
         .collect()
 }
@@ -371,6 +385,9 @@ enum Limit {
     },
     /// A replay: exactly the recorded rows.
     Exact(u64),
+    /// A bounded micro-batch (first attempt or replay): until the reader reaches the bound
+    /// and reports that it is finished.
+    Bound,
 }
 
 type ReaderCache = Mutex<HashMap<String, Box<dyn SourceReader>>>;
@@ -395,6 +412,8 @@ struct StreamState {
     /// Rows of the last batch were cut off to match the record: the reader is past it.
     overshot: bool,
     finished: bool,
+    /// A replay: the first attempt's record stands.
+    replay: bool,
 }
 
 /// One Spark partition reading one reader subtask's splits, and applying the transforms
@@ -462,7 +481,13 @@ impl PartitionReader {
         let limit = if record.exists() {
             let rec: BatchRecord = ferry_checkpoint::read_checked(&record)?;
             replay_end = Some(rec.end);
-            Limit::Exact(rec.rows)
+            if part.bound.is_some() {
+                Limit::Bound
+            } else {
+                Limit::Exact(rec.rows)
+            }
+        } else if part.bound.is_some() {
+            Limit::Bound
         } else {
             Limit::Budget {
                 max_rows: part.max_rows.max(1),
@@ -477,7 +502,7 @@ impl PartitionReader {
         );
         let carried = serde_json::to_value(&part.start.carried).map_err(FerryError::internal)?;
         let key = format!("{key_base}|{}", canonical::to_string(&carried));
-        let cached = if cache_enabled() && replay_end.is_none() {
+        let cached = if cache_enabled() && replay_end.is_none() && part.bound.is_none() {
             reader_cache()
                 .lock()
                 .map_err(|_| FerryError::internal("reader cache poisoned"))?
@@ -501,7 +526,11 @@ impl PartitionReader {
                 let mut r = node.source.create_reader(&ctx)?;
                 let mut splits = part.start.carried.clone();
                 splits.extend(part.start.added.iter().cloned());
-                if let Some(end) = &replay_end {
+                if let Some(bound) = &part.bound {
+                    splits = node
+                        .source
+                        .bound_splits_at(splits, bound, replay_end.as_deref())?;
+                } else if let Some(end) = &replay_end {
                     splits = node.source.bound_splits(splits, end)?;
                 }
                 r.add_splits(splits)?;
@@ -521,6 +550,7 @@ impl PartitionReader {
                 record,
                 overshot: false,
                 finished: false,
+                replay: replay_end.is_some(),
             }),
         })
     }
@@ -559,7 +589,7 @@ impl PartitionReader {
                 return Ok(None);
             }
             let spent = match self.limit {
-                Limit::Exhaust => false,
+                Limit::Exhaust | Limit::Bound => false,
                 Limit::Exact(n) => self.rows >= n,
                 Limit::Budget { max_rows, until } => {
                     self.rows >= max_rows || until.is_some_and(|u| Instant::now() >= u)
@@ -648,7 +678,9 @@ impl PartitionReader {
             return reader.close();
         };
         let end = reader.snapshot(s.part.batch as u64 + 1)?;
-        if !matches!(self.limit, Limit::Exact(_)) {
+        // A replay leaves the first attempt's record as it is (a bounded replay may count
+        // other rows: a table snapshot read again holds the rows' newer values).
+        if !s.replay {
             write_record(
                 &s.record,
                 &BatchRecord {
@@ -661,8 +693,9 @@ impl PartitionReader {
         // go on taking data while it sits in this worker's cache; when the subtask's next
         // batch runs in another worker, that data is lost to the reader there (a broker
         // delivers it once). Such readers end with their batch.
-        // A replay's reader is bounded to the first attempt's end: no later batch may use it.
-        let replay = matches!(self.limit, Limit::Exact(_));
+        // A replay's reader is bounded to the first attempt's end, a bounded batch's reader
+        // to its bound: no later batch may use them.
+        let replay = matches!(self.limit, Limit::Exact(_) | Limit::Bound);
         if cache_enabled() && !replay && !s.overshot && !s.finished && reader.readiness().is_none()
         {
             let v = serde_json::to_value(&end).map_err(FerryError::internal)?;
@@ -912,10 +945,28 @@ mod tests {
             batch: 2,
             enumerator: serde_json::json!({"z": 1, "a": 2}),
             parts: vec![],
+            bound: None,
         };
         assert_eq!(
             o.to_canonical().unwrap(),
             r#"{"batch":2,"enumerator":{"a":2,"z":1},"parts":[],"source":1}"#
         );
+        // A bound shows only where a source gives one; its partitions carry it.
+        let bounded = StreamOffset {
+            bound: Some(serde_json::json!({"lsn": 7})),
+            parts: vec![PartitionStart {
+                carried: vec![],
+                added: vec![Split {
+                    id: "s".into(),
+                    state: Value::Null,
+                }],
+            }],
+            ..o
+        };
+        let text = bounded.to_canonical().unwrap();
+        assert!(text.contains(r#""bound":{"lsn":7}"#), "{text}");
+        assert_eq!(StreamOffset::parse(&text).unwrap(), bounded);
+        let parts = stream_partitions(&bounded, "/loc", Some(1_000), 10);
+        assert_eq!(parts[0].bound, bounded.bound);
     }
 }

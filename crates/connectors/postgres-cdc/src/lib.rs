@@ -421,21 +421,51 @@ impl Source for PostgresCdcSource {
             .is_some_and(|s| s.tables.iter().all(|t| !t.key.is_empty()))
     }
 
-    /// A replication slot streams to one connection at a time, and its position must be
-    /// confirmed through that connection once Spark has committed a batch: the reader has
-    /// to outlive its micro-batch, which Spark's read tasks do not promise.
-    fn needs_long_lived_reader(&self) -> Option<String> {
-        Some(
-            "it streams from a replication slot, which one connection holds at a time and \
-             confirms through: a Spark read task ends with its micro-batch (not supported \
-             on Spark yet)"
-                .into(),
-        )
+    /// On Spark each micro-batch ends at a bound the enumerator writes into the WAL
+    /// ([`SplitEnumerator::bound_micro_batch`]); its reader starts at the previous batch's
+    /// end, which Spark has committed, confirms that position, reads to the bound and ends
+    /// its replication connection before the micro-batch ends. `end`, on a replay, bounds
+    /// the snapshot chunks to the key ranges the first read covered.
+    fn bound_splits_at(
+        &self,
+        start: Vec<Split>,
+        bound: &Value,
+        end: Option<&[Split]>,
+    ) -> Result<Vec<Split>> {
+        let lsn = bound.get("lsn").and_then(Value::as_u64).ok_or_else(|| {
+            FerryError::internal(format!("a Postgres-CDC bound without an LSN: {bound}"))
+        })?;
+        let until = match end.and_then(|e| e.iter().find(|s| s.id == SPLIT_ID)) {
+            Some(e) => {
+                let p: Option<Position> = e.read_state()?;
+                p.map(|p| stream::SnapshotProgress {
+                    snapshotted: p.snapshotted,
+                    chunk: p.chunk,
+                })
+            }
+            None => None,
+        };
+        start
+            .into_iter()
+            .map(|split| {
+                let from: Option<Position> = split.read_state()?;
+                Split::typed(
+                    split.id,
+                    &BoundedStart {
+                        from,
+                        bound: stream::Bound {
+                            lsn,
+                            until: until.clone(),
+                        },
+                    },
+                )
+            })
+            .collect()
     }
 
     fn create_enumerator(
         &self,
-        _ctx: &EnumeratorContext,
+        ctx: &EnumeratorContext,
         restored: Option<Value>,
     ) -> Result<Box<dyn SplitEnumerator>> {
         let assigned = restored
@@ -449,7 +479,13 @@ impl Source for PostgresCdcSource {
             .map(|v| decode_state::<Vec<Split>>(v, "the Postgres-CDC enumerator"))
             .transpose()?
             .unwrap_or_default();
-        Ok(Box::new(Enumerator { assigned, pending }))
+        Ok(Box::new(Enumerator {
+            assigned,
+            pending,
+            settings: self.settings.clone(),
+            job_id: ctx.job.job_id.clone(),
+            sql: None,
+        }))
     }
 
     fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
@@ -463,6 +499,8 @@ impl Source for PostgresCdcSource {
             fetcher: None,
             has_split: false,
             no_more: false,
+            reached: false,
+            control: Arc::default(),
             position: None,
             ack: Arc::new(AtomicU64::new(0)),
             progress: Arc::default(),
@@ -471,10 +509,48 @@ impl Source for PostgresCdcSource {
     }
 }
 
-/// Hands the one split to reader 0.
+/// A split's state on Spark: where the micro-batch starts and where it ends.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct BoundedStart {
+    /// The previous micro-batch's end (`None`: the job's first, from the slot).
+    from: Option<Position>,
+    bound: stream::Bound,
+}
+
+/// What a split's state holds: a position, or on Spark a bounded start.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum SplitState {
+    Bounded(BoundedStart),
+    Plain(Option<Position>),
+}
+
+/// Hands the one split to reader 0; on Spark, bounds each micro-batch.
 struct Enumerator {
     assigned: bool,
     pending: Vec<Split>,
+    settings: Option<Arc<Settings>>,
+    job_id: String,
+    /// The connection the bounds are written through (opened at the first bound).
+    sql: Option<tokio_postgres::Client>,
+}
+
+impl Enumerator {
+    async fn emit_bound(
+        sql: &tokio_postgres::Client,
+        content: &str,
+    ) -> std::result::Result<u64, tokio_postgres::Error> {
+        let row = sql
+            .query_one(
+                "SELECT pg_logical_emit_message(false, $1, $2)::text",
+                &[&stream::BOUND_PREFIX, &content],
+            )
+            .await?;
+        let lsn: String = row.get(0);
+        Ok(pgwire_replication::Lsn::parse(&lsn)
+            .map(|l| l.0)
+            .unwrap_or(0))
+    }
 }
 
 impl SplitEnumerator for Enumerator {
@@ -501,6 +577,53 @@ impl SplitEnumerator for Enumerator {
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
         Ok(json!({ "assigned": self.assigned, "pending": self.pending }))
     }
+
+    /// Writes a message into the WAL (`pg_logical_emit_message`, prefix `ferry-bound`,
+    /// `<job id>:<batch>`) and returns its LSN: the micro-batch's readers stop there.
+    fn bound_micro_batch(&mut self, batch: u64) -> Result<Option<Value>> {
+        let s = self.settings.clone().ok_or_else(|| {
+            FerryError::internal("Postgres-CDC enumerator created before resolve")
+        })?;
+        let content = format!("{}:{batch}", self.job_id);
+        let handle = ferry_api::io::handle()?;
+        let mut sql = self.sql.take();
+        let timeout = s.conn.connect_timeout;
+        let (lsn, sql) = handle.block_on(async {
+            tokio::time::timeout(timeout, async {
+                // A connection that failed since the last bound is opened again once.
+                if let Some(c) = &sql {
+                    if let Ok(lsn) = Enumerator::emit_bound(c, &content).await {
+                        return Ok((lsn, sql));
+                    }
+                }
+                let c = connect_pg(&s.conn, COMPONENT).await?;
+                let lsn = Enumerator::emit_bound(&c, &content)
+                    .await
+                    .map_err(|e| FerryError::external(COMPONENT, pg_error_text(&e)))?;
+                sql = Some(c);
+                Ok::<_, FerryError>((lsn, sql))
+            })
+            .await
+            .map_err(|_| {
+                FerryError::external(
+                    COMPONENT,
+                    format!(
+                        "writing the micro-batch bound on {} did not finish within {} s",
+                        s.conn.address(),
+                        timeout.as_secs()
+                    ),
+                )
+            })?
+        })?;
+        self.sql = sql;
+        if lsn == 0 {
+            return Err(FerryError::external(
+                COMPONENT,
+                "pg_logical_emit_message returned no LSN",
+            ));
+        }
+        Ok(Some(json!({ "lsn": lsn })))
+    }
 }
 
 /// Reads the slot through a fetch task on the I/O runtime.
@@ -510,6 +633,10 @@ struct Reader {
     fetcher: Option<Fetcher<Item>>,
     has_split: bool,
     no_more: bool,
+    /// A bounded micro-batch's bound was reached: the reader is finished.
+    reached: bool,
+    /// Asks the fetch task to stop (see [`Reader::close`]).
+    control: Arc<stream::Control>,
     /// The position after the last item taken; `None` until the task has set up the slot.
     position: Option<Position>,
     /// The newest position confirmed downstream, which the task reports to the server.
@@ -529,16 +656,20 @@ impl SourceReader for Reader {
                 ));
             }
             // Null: the job's first run, which takes its start from the slot.
-            let start: Option<Position> = split.read_state()?;
+            let (start, bound) = match split.read_state::<SplitState>()? {
+                SplitState::Bounded(b) => (b.from, Some(b.bound)),
+                SplitState::Plain(p) => (p, None),
+            };
             self.position = start.clone();
             self.has_split = true;
-            let (s, ack, progress) = (
+            let (s, ack, control, progress) = (
                 self.settings.clone(),
                 self.ack.clone(),
+                self.control.clone(),
                 self.progress.clone(),
             );
             self.fetcher = Some(Fetcher::spawn(4, &self.readiness, move |tx| {
-                stream::run(s, start, ack, progress, tx)
+                stream::run(s, start, bound, ack, control, progress, tx)
             })?);
         }
         Ok(())
@@ -549,6 +680,9 @@ impl SourceReader for Reader {
     }
 
     fn poll_next(&mut self) -> Result<ReadStatus> {
+        if self.reached {
+            return Ok(ReadStatus::Finished);
+        }
         let Some(f) = self.fetcher.as_mut() else {
             return Ok(if self.no_more {
                 ReadStatus::Finished
@@ -563,6 +697,12 @@ impl SourceReader for Reader {
                     return Ok(ReadStatus::Batch(batch));
                 }
                 Fetched::Item(Item::Moved(pos)) => self.position = Some(pos),
+                Fetched::Item(Item::Reached(pos)) => {
+                    // The task has ended its replication connection; the slot is free.
+                    self.position = Some(pos);
+                    self.reached = true;
+                    return Ok(ReadStatus::Finished);
+                }
                 Fetched::Empty => return Ok(ReadStatus::Idle(Duration::from_secs(1))),
                 Fetched::Closed => {
                     return Err(FerryError::external(
@@ -629,5 +769,53 @@ impl SourceReader for Reader {
             self.ack.fetch_max(lsn, Ordering::SeqCst);
         }
         Ok(())
+    }
+
+    /// Ends the fetch task and its replication connection, and returns once the task has
+    /// seen the server release the slot: a reader started next (the next micro-batch's, in
+    /// any process) finds it free.
+    fn close(&mut self) -> Result<()> {
+        self.stop_task()
+    }
+}
+
+impl Reader {
+    fn stop_task(&mut self) -> Result<()> {
+        let Some(mut f) = self.fetcher.take() else {
+            return Ok(());
+        };
+        self.control.stop.store(true, Ordering::SeqCst);
+        // Take what the task still queues (it may wait on a full queue) until it ends.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match f.try_next() {
+                Ok(Fetched::Closed) => return Ok(()),
+                Ok(Fetched::Item(_)) | Err(_) => continue,
+                Ok(Fetched::Empty) => {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return Err(FerryError::external(
+                            COMPONENT,
+                            format!(
+                                "the replication task of slot '{}' did not end within 30 s of closing the reader",
+                                self.settings.slot
+                            ),
+                        ));
+                    }
+                    let _ = self
+                        .readiness
+                        .receiver()
+                        .recv_timeout(left.min(Duration::from_millis(100)));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_task() {
+            tracing::warn!("{e}");
+        }
     }
 }

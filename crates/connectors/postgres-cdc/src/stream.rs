@@ -19,6 +19,22 @@
 //! keys, whose newer state the stream has already returned. A crash re-reads at most the
 //! chunk in flight: a chunk is returned as one batch, and the position after it records
 //! its last key.
+//!
+//! # Bounded micro-batches (Spark)
+//! Given a [`Bound`] (an LSN the driver wrote into the WAL when it planned the micro-batch),
+//! the task streams until it has passed the bound: every transaction whose commit record
+//! starts before it is returned, none after (a transaction is recognised by its `Begin`,
+//! which carries its commit's LSN, before any of its changes). It then ends the replication
+//! connection and waits until the server shows the slot released, so that the next
+//! micro-batch's reader, in whatever process, finds it free. Then, while tables still need
+//! their snapshot, it reads chunks on its SQL connection (no watermarks: every change up to
+//! the bound has been returned before the chunk, and the chunk's snapshot is newer than
+//! the bound; keys of returned transactions the snapshot does not see yet are dropped from
+//! the chunk, as in a window), for about a second and at most 8 chunks, and hands over
+//! the end position. The
+//! changes of a replay (same start, same bound) are the same; its chunks cover the same
+//! keys (the first read's end bounds them, [`Bound::until`]) with the rows' values at the
+//! replay's time, which the changes after the bound bring up to date in a keyed target.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -44,6 +60,9 @@ use crate::COMPONENT;
 
 /// The prefix of the watermark messages this connector writes into the WAL.
 const WATERMARK_PREFIX: &str = "ferry-cdc";
+
+/// The prefix of the micro-batch bounds the enumerator writes into the WAL on Spark.
+pub const BOUND_PREFIX: &str = "ferry-bound";
 
 /// How often, at most, a position moved by transactions of other tables (or keepalives)
 /// is handed to the reader, so that the slot advances while the captured tables are idle.
@@ -160,7 +179,38 @@ pub enum Item {
     Rows(ChangeBatch, Position),
     /// The position moved without rows for the reader.
     Moved(Position),
+    /// The micro-batch's bound is reached and the slot released: the end position; nothing
+    /// follows.
+    Reached(Position),
 }
+
+/// How far the snapshot got: the tables done and the chunk under way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotProgress {
+    /// Tables whose snapshot is complete.
+    pub snapshotted: Vec<String>,
+    /// The table whose snapshot is under way.
+    pub chunk: Option<ChunkProgress>,
+}
+
+/// Where a bounded micro-batch ends (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bound {
+    /// The LSN the driver wrote when it planned the micro-batch.
+    pub lsn: u64,
+    /// In a replay, how far the first read's snapshot chunks got: the replay reads the
+    /// same key ranges, no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<SnapshotProgress>,
+}
+
+/// How long a bounded micro-batch goes on reading snapshot chunks after its bound, and how
+/// many it reads at most.
+const CHUNKS_FOR: Duration = Duration::from_secs(1);
+const CHUNKS_MAX: usize = 8;
+
+/// How long the task waits for the server to show the slot released.
+const RELEASE_WAIT: Duration = Duration::from_secs(10);
 
 /// Writes an LSN as PostgreSQL does (`16/B374D848`).
 pub fn lsn_text(lsn: u64) -> String {
@@ -177,15 +227,26 @@ fn pg(e: tokio_postgres::Error) -> FerryError {
     FerryError::external(COMPONENT, pg_error_text(&e))
 }
 
-/// Runs until the reader is gone or an error ends it (the error is handed over).
+/// What the reader tells the fetch task, besides what it confirmed ([`run`]'s `ack`).
+#[derive(Debug, Default)]
+pub struct Control {
+    /// The reader is closing: end the replication connection and return.
+    pub stop: std::sync::atomic::AtomicBool,
+}
+
+/// Runs until the reader is gone, asks it to stop, or an error ends it (the error is
+/// handed over); with a `bound`, until the bound is reached. The replication connection is
+/// ended, and the slot seen released, before it returns.
 pub async fn run(
     s: Arc<Settings>,
     start: Option<Position>,
+    bound: Option<Bound>,
     ack: Arc<AtomicU64>,
+    control: Arc<Control>,
     progress: Arc<Progress>,
     tx: FetchSender<Item>,
 ) {
-    if let Err(e) = run_inner(s, start, ack, progress, &tx).await {
+    if let Err(e) = run_inner(s, start, bound, ack, control, progress, &tx).await {
         let _ = tx.send(Err(e)).await;
     }
 }
@@ -518,6 +579,17 @@ struct Task<'a> {
     /// Commit time of the current transaction (from its Begin).
     txn_commit_micros: i64,
     tx: &'a FetchSender<Item>,
+    /// Where a bounded micro-batch ends.
+    bound: Option<Bound>,
+    control: Arc<Control>,
+}
+
+/// Why the stream loop returned.
+enum Ended {
+    /// The reader is gone or asked to stop.
+    Gone,
+    /// The bound is reached.
+    Reached,
 }
 
 /// Connects, checks or creates the publication and slot, then streams. Returns `Ok` only
@@ -525,7 +597,9 @@ struct Task<'a> {
 async fn run_inner(
     s: Arc<Settings>,
     start: Option<Position>,
+    bound: Option<Bound>,
     ack: Arc<AtomicU64>,
+    control: Arc<Control>,
     progress: Arc<Progress>,
     tx: &FetchSender<Item>,
 ) -> Result<()> {
@@ -621,7 +695,25 @@ async fn run_inner(
             }
         };
         ack.fetch_max(pos.lsn, Ordering::SeqCst);
+        if let Some(b) = &bound {
+            if pos.lsn >= b.lsn {
+                // Already past the bound (a slot created after it): no stream to read.
+                let mut pos = pos;
+                read_bounded_chunks(&s, &sql, &mut pos, b, &[], tx).await?;
+                tx.send(Ok(Item::Reached(pos))).await;
+                return Ok(());
+            }
+        }
         let repl = connect_replication(&s, pos.lsn).await?;
+        // The walsender now holding the slot: ours, until it is seen gone.
+        let walsender: Option<i32> = sql
+            .query_opt(
+                "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1",
+                &[&s.slot],
+            )
+            .await
+            .map_err(pg)?
+            .and_then(|r| r.get(0));
         let nonce = format!(
             "{}-{}",
             std::process::id(),
@@ -651,13 +743,155 @@ async fn run_inner(
             progress: progress.clone(),
             txn_commit_micros: 0,
             tx,
+            bound,
+            control,
         };
         let first = task.pos.clone();
-        if !task.send(Item::Moved(first)).await {
+        let ended = if task.send(Item::Moved(first)).await {
+            task.stream().await
+        } else {
+            Ok(Ended::Gone)
+        };
+        // End the replication connection whatever happened, and wait until the server has
+        // let go of the slot: the next reader must find it free.
+        let released = task.release(walsender).await;
+        match ended? {
+            Ended::Gone => released,
+            Ended::Reached => {
+                released?;
+                let b = task
+                    .bound
+                    .clone()
+                    .ok_or_else(|| FerryError::internal("reached a bound that is not there"))?;
+                let recent: Vec<(u32, usize, Vec<Vec<u8>>)> = task.recent.drain(..).collect();
+                let mut pos = task.pos.clone();
+                read_bounded_chunks(&task.s, &task.sql, &mut pos, &b, &recent, tx).await?;
+                tx.send(Ok(Item::Reached(pos))).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// After reaching a micro-batch's bound at `pos`: snapshot chunks for about
+/// [`CHUNKS_FOR`] (a replay: the key ranges its first read covered), each handed over with
+/// the position after it. `recent` holds the keys of the transactions returned before, for
+/// those a chunk's snapshot does not see yet.
+async fn read_bounded_chunks(
+    s: &Settings,
+    sql: &tokio_postgres::Client,
+    pos: &mut Position,
+    bound: &Bound,
+    recent: &[(u32, usize, Vec<Vec<u8>>)],
+    tx: &FetchSender<Item>,
+) -> Result<()> {
+    let started = Instant::now();
+    let mut chunks = 0;
+    loop {
+        let done = match &bound.until {
+            Some(u) => u.snapshotted == pos.snapshotted && u.chunk == pos.chunk,
+            None => started.elapsed() >= CHUNKS_FOR || chunks >= CHUNKS_MAX,
+        };
+        chunks += 1;
+        if done {
             return Ok(());
         }
-        task.stream().await
+        let Some((t, after)) = next_chunk(s, pos) else {
+            if bound.until.is_some() {
+                return Err(FerryError::internal(format!(
+                    "replaying a micro-batch: the snapshot is complete but the first read ended at {:?}",
+                    bound.until
+                )));
+            }
+            return Ok(());
+        };
+        let table = &s.tables[t];
+        let name = table.schema.name.to_string();
+        // A replay reads no key past the first read's last one for the table under way then.
+        let upto = bound
+            .until
+            .as_ref()
+            .and_then(|u| u.chunk.as_ref())
+            .filter(|c| c.table == name && !u_done(bound, &name))
+            .map(|c| c.after.clone());
+        let (chunk, last_key, last, invisible) =
+            read_chunk(sql, table, &after, s.split_size, upto.as_deref()).await?;
+        let mut touched = HashSet::new();
+        for (xid, t2, keys) in recent {
+            if *t2 == t && invisible.contains(*xid) {
+                touched.extend(keys.iter().cloned());
+            }
+        }
+        let rows = if touched.is_empty() {
+            chunk
+        } else {
+            let keys = row_keys(table, &chunk)?;
+            let mask = arrow::array::BooleanArray::from(
+                keys.iter()
+                    .map(|k| !touched.contains(k))
+                    .collect::<Vec<_>>(),
+            );
+            filter_record_batch(&chunk, &mask)?
+        };
+        pos.skip = 0;
+        match (&upto, last) {
+            // The replay's range ends at the first read's last key, wherever its rows end.
+            (Some(upto), true) => {
+                pos.chunk = Some(ChunkProgress {
+                    table: name.clone(),
+                    after: upto.clone(),
+                })
+            }
+            (None, true) => {
+                pos.chunk = None;
+                pos.snapshotted.push(name.clone());
+                tracing::info!("{COMPONENT}: snapshot of {name} complete");
+            }
+            (_, false) => {
+                pos.chunk = Some(ChunkProgress {
+                    table: name.clone(),
+                    after: last_key,
+                })
+            }
+        }
+        tracing::debug!(
+            "{COMPONENT}: chunk of {name} after the micro-batch bound {}: {} rows",
+            lsn_text(bound.lsn),
+            rows.num_rows()
+        );
+        let item = if rows.num_rows() == 0 {
+            Item::Moved(pos.clone())
+        } else {
+            Item::Rows(
+                ChangeBatch::inserts(table.schema.name.clone(), rows),
+                pos.clone(),
+            )
+        };
+        if !tx.send(Ok(item)).await {
+            return Ok(());
+        }
     }
+}
+
+/// Whether the first read of a replayed micro-batch finished table `name`'s snapshot.
+fn u_done(bound: &Bound, name: &str) -> bool {
+    bound
+        .until
+        .as_ref()
+        .is_some_and(|u| u.snapshotted.iter().any(|n| n == name))
+}
+
+/// Which table's snapshot comes next after `pos`, and after which key.
+fn next_chunk(s: &Settings, pos: &Position) -> Option<(usize, Vec<String>)> {
+    if let Some(c) = &pos.chunk {
+        if let Some(t) = s.tables.iter().position(|t| *t.schema.name == *c.table) {
+            return Some((t, c.after.clone()));
+        }
+    }
+    s.tables
+        .iter()
+        .position(|t| !pos.snapshotted.iter().any(|n| *n == *t.schema.name))
+        .map(|t| (t, Vec::new()))
 }
 
 async fn connect_replication(s: &Settings, lsn: u64) -> Result<ReplicationClient> {
@@ -743,16 +977,88 @@ impl Task<'_> {
         self.tx.send(Ok(item)).await
     }
 
-    /// The stream loop.
-    async fn stream(&mut self) -> Result<()> {
+    /// Ends the replication connection and waits until the server no longer shows
+    /// `walsender` (ours) holding the slot; after [`RELEASE_WAIT`] it is ended.
+    async fn release(&mut self, walsender: Option<i32>) -> Result<()> {
+        if tokio::time::timeout(RELEASE_WAIT, self.repl.shutdown())
+            .await
+            .is_err()
+        {
+            self.repl.abort();
+        }
+        let Some(pid) = walsender else {
+            return Ok(());
+        };
+        let mut started = Instant::now();
+        let mut ended = false;
         loop {
+            let held = self
+                .sql
+                .query_opt(
+                    "SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 AND active_pid = $2",
+                    &[&self.s.slot, &pid],
+                )
+                .await
+                .map_err(pg)?
+                .is_some();
+            if !held {
+                return Ok(());
+            }
+            if started.elapsed() > RELEASE_WAIT {
+                if ended {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        format!(
+                            "the server still shows this reader's connection (pid {pid}) holding slot '{}' after it was ended",
+                            self.s.slot
+                        ),
+                    ));
+                }
+                let _ = self
+                    .sql
+                    .execute("SELECT pg_terminate_backend($1)", &[&pid])
+                    .await;
+                ended = true;
+                // As long again for the ended connection to go.
+                started = Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Whether an event at `lsn` (the commit LSN of a transaction about to begin, a
+    /// non-transactional message, a keepalive's sent position outside a transaction) is
+    /// at or past the micro-batch's bound; if so the position becomes the bound: every
+    /// transaction whose commit starts before it has been returned.
+    fn passes_bound(&mut self, lsn: u64) -> bool {
+        let Some(b) = &self.bound else {
+            return false;
+        };
+        if self.in_txn || lsn < b.lsn {
+            return false;
+        }
+        self.pos.lsn = self.pos.lsn.max(b.lsn);
+        self.pos.skip = 0;
+        true
+    }
+
+    /// The stream loop.
+    async fn stream(&mut self) -> Result<Ended> {
+        loop {
+            if self.control.stop.load(Ordering::SeqCst) {
+                return Ok(Ended::Gone);
+            }
+            if self.bound.as_ref().is_some_and(|b| self.pos.lsn >= b.lsn) && !self.in_txn {
+                return Ok(Ended::Reached);
+            }
             // Confirm to the server what the reader says is committed downstream.
             let a = self.tx_ack.load(Ordering::SeqCst);
             if a > self.acked {
                 self.repl.update_applied_lsn(Lsn(a));
                 self.acked = a;
             }
-            if self.window.is_none() && !self.in_txn {
+            // Bounded micro-batches read chunks after their bound, not in windows.
+            if self.window.is_none() && !self.in_txn && self.bound.is_none() {
                 self.open_window().await?;
             }
             let ev = match tokio::time::timeout(Duration::from_millis(500), self.repl.recv()).await
@@ -777,6 +1083,17 @@ impl Task<'_> {
                 }
             };
             let alive = match ev {
+                ReplicationEvent::Begin { final_lsn, .. } if self.passes_bound(final_lsn.0) => {
+                    return Ok(Ended::Reached)
+                }
+                ReplicationEvent::Message {
+                    transactional: false,
+                    lsn,
+                    ..
+                } if self.passes_bound(lsn.0) => return Ok(Ended::Reached),
+                ReplicationEvent::KeepAlive { wal_end, .. } if self.passes_bound(wal_end.0) => {
+                    return Ok(Ended::Reached)
+                }
                 ReplicationEvent::Begin {
                     xid,
                     commit_time_micros,
@@ -859,7 +1176,7 @@ impl Task<'_> {
                 ReplicationEvent::StoppedAt { .. } => true,
             };
             if !alive {
-                return Ok(());
+                return Ok(Ended::Gone);
             }
         }
     }
@@ -1023,21 +1340,7 @@ impl Task<'_> {
 
     /// Which table's snapshot comes next, and after which key.
     fn next_chunk(&self) -> Option<(usize, Vec<String>)> {
-        if let Some(c) = &self.pos.chunk {
-            if let Some(t) = self
-                .s
-                .tables
-                .iter()
-                .position(|t| *t.schema.name == *c.table)
-            {
-                return Some((t, c.after.clone()));
-            }
-        }
-        self.s
-            .tables
-            .iter()
-            .position(|t| !self.pos.snapshotted.iter().any(|n| *n == *t.schema.name))
-            .map(|t| (t, Vec::new()))
+        next_chunk(&self.s, &self.pos)
     }
 
     /// Writes a low watermark, reads the next chunk, writes a high watermark.
@@ -1050,7 +1353,7 @@ impl Task<'_> {
         self.windows += 1;
         self.emit_watermark(&id, "L").await?;
         let (chunk, last_key, last, invisible) =
-            read_chunk(&self.sql, table, &after, self.s.split_size).await?;
+            read_chunk(&self.sql, table, &after, self.s.split_size, None).await?;
         self.emit_watermark(&id, "H").await?;
         // Transactions already returned that the snapshot did not see (committed in the WAL
         // just before the low watermark, visible only after the snapshot was taken).
@@ -1235,13 +1538,15 @@ fn row_keys(table: &CdcTable, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
     Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
 }
 
-/// Reads the chunk after key `after` (the table's first chunk when empty): its rows, its
-/// last key as text, and whether it is the table's last chunk.
+/// Reads the chunk after key `after` (the table's first chunk when empty), up to key
+/// `upto` when given: its rows, its last key as text, and whether it is the table's last
+/// chunk (with `upto`: the last one up to that key).
 async fn read_chunk(
     sql: &tokio_postgres::Client,
     table: &CdcTable,
     after: &[String],
     split_size: usize,
+    upto: Option<&[String]>,
 ) -> Result<(RecordBatch, Vec<String>, bool, Invisible)> {
     let d = Dialect::Postgres;
     // One snapshot for the chunk, whose running transactions are noted (see `Window`).
@@ -1260,17 +1565,29 @@ async fn read_chunk(
     if chunked {
         let idx = table.key_indexes();
         let keys: Vec<String> = table.key.iter().map(|k| d.quote(k)).collect();
-        if !after.is_empty() {
-            let lits: Vec<String> = after
-                .iter()
+        let lits = |key: &[String]| -> Vec<String> {
+            key.iter()
                 .zip(&idx)
                 .map(|(v, i)| format!("{}::{}", literal(d, v), table.columns[*i].source_type))
-                .collect();
-            q.push_str(&format!(
-                " WHERE ({}) > ({})",
+                .collect()
+        };
+        let mut conds = Vec::new();
+        if !after.is_empty() {
+            conds.push(format!(
+                "({}) > ({})",
                 keys.join(", "),
-                lits.join(", ")
+                lits(after).join(", ")
             ));
+        }
+        if let Some(upto) = upto.filter(|u| !u.is_empty()) {
+            conds.push(format!(
+                "({}) <= ({})",
+                keys.join(", "),
+                lits(upto).join(", ")
+            ));
+        }
+        if !conds.is_empty() {
+            q.push_str(&format!(" WHERE {}", conds.join(" AND ")));
         }
         q.push_str(&format!(" ORDER BY {} LIMIT {split_size}", keys.join(", ")));
     }
