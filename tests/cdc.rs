@@ -17,8 +17,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{psql, repo_root, Rng};
@@ -267,20 +266,7 @@ sink {
     .unwrap();
     let ckpt = dir.path().join("ckpt");
     // The workload runs throughout, one transaction after another.
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut rng = Rng(0xcdc0_c4a5);
-            let mut round = 0;
-            while !stop.load(Ordering::SeqCst) {
-                chaos_round(round, &mut rng);
-                round += 1;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            round
-        })
-    };
+    let workload = common::Workload::start(0xcdc0_c4a5, Duration::from_millis(20), chaos_round);
     let mut rng = Rng(0x5eed_cdc1);
     let mut kills = 0;
     for i in 0..CHAOS_KILLS {
@@ -305,8 +291,7 @@ sink {
     // The last run starts under load too; then the workload stops and it catches up.
     let mut last = common::start_job(&job, "chaos", &ckpt, &[]);
     std::thread::sleep(Duration::from_secs(3));
-    stop.store(true, Ordering::SeqCst);
-    let rounds = worker.join().unwrap();
+    let rounds = workload.stop();
     let text = |t: &str| {
         psql(
             "test",

@@ -14,8 +14,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use std::process::{Child, Stdio};
@@ -1528,20 +1526,7 @@ sink {{ Kafka {{
     }
     std::thread::sleep(Duration::from_secs(1));
     // The workload runs throughout the kills in the stream, one transaction after another.
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut rng = Rng(0x0cdc_e04a);
-            let mut round = 0;
-            while !stop.load(Ordering::SeqCst) {
-                cdc_eo_round(round, &mut rng);
-                round += 1;
-                std::thread::sleep(Duration::from_millis(30));
-            }
-            round
-        })
-    };
+    let workload = common::Workload::start(0x0cdc_e04a, Duration::from_millis(30), cdc_eo_round);
     kill(3, first, rng.between(600, 2000));
     for i in 4..13 {
         let child = common::start_job(&capture, "cdc-eo", &ckpt, &[]);
@@ -1551,8 +1536,7 @@ sink {{ Kafka {{
     // The last run starts under load; then the workload stops and the run catches up.
     let mut last = common::start_job(&capture, "cdc-eo", &ckpt, &[]);
     std::thread::sleep(Duration::from_secs(2));
-    stop.store(true, Ordering::SeqCst);
-    let rounds = worker.join().unwrap();
+    let rounds = workload.stop();
     let want = audit();
     let caught_up = eventually(Duration::from_secs(60), || {
         committed().0.committed.len() >= want.len()

@@ -20,8 +20,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{repo_root, Rng};
@@ -356,20 +355,7 @@ sink {
     .unwrap();
     let ckpt = dir.path().join("ckpt");
     // The workload runs throughout, one transaction after another.
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut rng = Rng(0xcdc0_c4a6);
-            let mut round = 0;
-            while !stop.load(Ordering::SeqCst) {
-                chaos_round(round, &mut rng);
-                round += 1;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            round
-        })
-    };
+    let workload = common::Workload::start(0xcdc0_c4a6, Duration::from_millis(20), chaos_round);
     let mut rng = Rng(0x5eed_cdc2);
     let mut kills = 0;
     // Kills after which the job resumed from a checkpoint inside the snapshot, or in the binlog.
@@ -420,8 +406,7 @@ sink {
     // The last run starts under load too; then the workload stops and it catches up.
     let mut last = common::start_job(&job, "chaos", &ckpt, &[]);
     std::thread::sleep(Duration::from_secs(3));
-    stop.store(true, Ordering::SeqCst);
-    let rounds = worker.join().unwrap();
+    let rounds = workload.stop();
     let text = |t: &str| {
         mariadb(&format!(
             "SELECT id, v, md5(note) FROM ferry_mcdc_chaos.{t} ORDER BY id"

@@ -1118,35 +1118,28 @@ fn postgres_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
     // the first kills land in it and the later ones in the stream.
     let job = cdc_job(root.path(), schema, slot, 250);
     let ckpt = root.path().join("ckpt");
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let worker = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut rng = Rng(0xcdc5_9a4c);
-            let mut round = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                let base = ROWS + 1 + round * 10;
-                psql(
-                    "test",
-                    &format!(
-                        "BEGIN;
-                         UPDATE {schema}.src SET v = v + 1, note = note || '.' WHERE id % 13 = {} AND id % 17 = {};
-                         INSERT INTO {schema}.src (id, v, note) SELECT {base} + g, 0, repeat(md5(g::text), {}) FROM generate_series(0, 9) g;
-                         DELETE FROM {schema}.src WHERE id % 1009 = {} AND id % 7 = {};
-                         COMMIT;",
-                        rng.between(0, 13),
-                        rng.between(0, 17),
-                        rng.between(1, 300),
-                        rng.between(0, 1009),
-                        rng.between(0, 7)
-                    ),
-                );
-                round += 1;
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            round
-        })
-    };
+    let workload = common::Workload::start(
+        0xcdc5_9a4c,
+        Duration::from_millis(50),
+        move |round, rng| {
+            let base = ROWS + 1 + round * 10;
+            psql(
+            "test",
+            &format!(
+                "BEGIN;
+                 UPDATE {schema}.src SET v = v + 1, note = note || '.' WHERE id % 13 = {} AND id % 17 = {};
+                 INSERT INTO {schema}.src (id, v, note) SELECT {base} + g, 0, repeat(md5(g::text), {}) FROM generate_series(0, 9) g;
+                 DELETE FROM {schema}.src WHERE id % 1009 = {} AND id % 7 = {};
+                 COMMIT;",
+                rng.between(0, 13),
+                rng.between(0, 17),
+                rng.between(1, 300),
+                rng.between(0, 1009),
+                rng.between(0, 7)
+            ),
+        );
+        },
+    );
     let batches = |ckpt: &Path| {
         std::fs::read_dir(ckpt.join("sparkcdccrash/query-0/offsets"))
             .map(|rd| rd.flatten().count())
@@ -1211,8 +1204,7 @@ fn postgres_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
     let mut last = start_spark_group(&job, "sparkcdccrash", &ckpt);
     wait_running_spark("sparkcdccrash", &ckpt);
     std::thread::sleep(Duration::from_secs(3));
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let rounds = worker.join().unwrap();
+    let rounds = workload.stop();
     let same = eventually(Duration::from_secs(180), || {
         cdc_text(schema, "src") == cdc_text(schema, "dst")
     });

@@ -332,3 +332,40 @@ pub fn create_kafka_topic(servers: &str, name: &str, partitions: i32) {
         r.expect("the topic created");
     }
 }
+
+/// A workload on a thread of its own: `round(n, rng)` for n = 0, 1, … one after another,
+/// `pause` between rounds, until [`Workload::stop`]. The chaos tests' writers.
+pub struct Workload {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Workload {
+    /// Starts rounds with an [`Rng`] seeded with `seed`.
+    pub fn start(
+        seed: u64,
+        pause: Duration,
+        mut round: impl FnMut(u64, &mut Rng) + Send + 'static,
+    ) -> Workload {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut rng = Rng(seed);
+            let mut n = 0;
+            while !flag.load(Ordering::SeqCst) {
+                round(n, &mut rng);
+                n += 1;
+                std::thread::sleep(pause);
+            }
+            n
+        });
+        Workload { stop, thread }
+    }
+
+    /// Stops after the round under way; returns how many rounds ran.
+    pub fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().expect("the workload thread")
+    }
+}
