@@ -12,6 +12,11 @@
 //! - **The snapshot needs no lock**: chunks by key, each reconciled with the changes the
 //!   binlog carries up to the server's position after the chunk was read (see
 //!   [`stream`]). A crash re-reads at most one chunk.
+//! - **On Spark, micro-batches are bounded** at the server's binlog end, which the
+//!   enumerator takes when a micro-batch is planned ([`SplitEnumerator::bound_micro_batch`]);
+//!   each micro-batch's reader reads to it, reads snapshot chunks after it, and ends its
+//!   binlog dump before the micro-batch ends, so every reader registers under the job's
+//!   `server-id` alone (see [`stream`]).
 //! - **Refusals, not silent errors**: a server without a ROW binlog with full row images,
 //!   a purged binlog position, and a captured table whose columns changed stop the job
 //!   with the reason.
@@ -522,14 +527,43 @@ impl Source for MySqlCdcSource {
             .is_some_and(|s| s.tables.iter().all(|t| !t.key.is_empty()))
     }
 
-    /// A binlog dump streams to one connection per replica id; a reader that ends with its
-    /// micro-batch would register anew for every batch and end the one before.
-    fn needs_long_lived_reader(&self) -> Option<String> {
-        Some(
-            "it reads the binlog as a replica registered under its server-id, one connection \
-             at a time: a Spark read task ends with its micro-batch (not supported on Spark yet)"
-                .into(),
-        )
+    /// On Spark each micro-batch ends at a bound the enumerator takes (the server's binlog
+    /// end, [`SplitEnumerator::bound_micro_batch`]); its reader starts at the previous
+    /// batch's end, reads to the bound and ends its binlog dump before the micro-batch
+    /// ends, so the next one registers under the same `server-id` alone. `end`, on a
+    /// replay, bounds the snapshot chunks to the key ranges the first read covered.
+    fn bound_splits_at(
+        &self,
+        start: Vec<Split>,
+        bound: &Value,
+        end: Option<&[Split]>,
+    ) -> Result<Vec<Split>> {
+        let mut bound: stream::Bound = serde_json::from_value(bound.clone()).map_err(|e| {
+            FerryError::internal(format!("a MySQL-CDC bound that is not one ({e}): {bound}"))
+        })?;
+        bound.until = match end.and_then(|e| e.iter().find(|s| s.id == SPLIT_ID)) {
+            Some(e) => {
+                let p: Option<Position> = e.read_state()?;
+                p.map(|p| stream::SnapshotProgress {
+                    snapshotted: p.snapshotted,
+                    chunk: p.chunk,
+                })
+            }
+            None => None,
+        };
+        start
+            .into_iter()
+            .map(|split| {
+                let from: Option<Position> = split.read_state()?;
+                Split::typed(
+                    split.id,
+                    &BoundedStart {
+                        from,
+                        bound: bound.clone(),
+                    },
+                )
+            })
+            .collect()
     }
 
     fn create_enumerator(
@@ -548,7 +582,12 @@ impl Source for MySqlCdcSource {
             .map(|v| decode_state::<Vec<Split>>(v, "the MySQL-CDC enumerator"))
             .transpose()?
             .unwrap_or_default();
-        Ok(Box::new(Enumerator { assigned, pending }))
+        Ok(Box::new(Enumerator {
+            assigned,
+            pending,
+            settings: self.settings.clone(),
+            sql: None,
+        }))
     }
 
     fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
@@ -562,16 +601,37 @@ impl Source for MySqlCdcSource {
             fetcher: None,
             has_split: false,
             no_more: false,
+            reached: false,
+            control: Arc::default(),
             position: None,
             progress: Arc::default(),
         }))
     }
 }
 
-/// Hands the one split to reader 0.
+/// A split's state on Spark: where the micro-batch starts and where it ends.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct BoundedStart {
+    /// The previous micro-batch's end (`None`: the job's first, from `startup.mode`).
+    from: Option<Position>,
+    bound: stream::Bound,
+}
+
+/// What a split's state holds: a position, or on Spark a bounded start.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum SplitState {
+    Bounded(BoundedStart),
+    Plain(Option<Position>),
+}
+
+/// Hands the one split to reader 0; on Spark, bounds each micro-batch.
 struct Enumerator {
     assigned: bool,
     pending: Vec<Split>,
+    settings: Option<Arc<Settings>>,
+    /// The connection the bounds are asked on (opened at the first bound).
+    sql: Option<mysql_async::Conn>,
 }
 
 impl SplitEnumerator for Enumerator {
@@ -598,6 +658,46 @@ impl SplitEnumerator for Enumerator {
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Value> {
         Ok(json!({ "assigned": self.assigned, "pending": self.pending }))
     }
+
+    /// The server's binlog end (`SHOW MASTER STATUS`, with the GTID state there): the
+    /// micro-batch's readers stop there.
+    fn bound_micro_batch(&mut self, _batch: u64) -> Result<Option<Value>> {
+        let s = self
+            .settings
+            .clone()
+            .ok_or_else(|| FerryError::internal("MySQL-CDC enumerator created before resolve"))?;
+        let handle = ferry_api::io::handle()?;
+        let mut sql = self.sql.take();
+        let timeout = s.conn.connect_timeout;
+        let (bound, sql) = handle.block_on(async {
+            tokio::time::timeout(timeout, async {
+                // A connection that failed since the last bound is opened again once.
+                if let Some(c) = sql.as_mut() {
+                    if let Ok((b, _)) = stream::server_end(c, &s.conn).await {
+                        return Ok((b, sql));
+                    }
+                }
+                let mut c = connect_mysql(&s.conn, COMPONENT).await?;
+                let (b, _) = stream::server_end(&mut c, &s.conn).await?;
+                Ok::<_, FerryError>((b, Some(c)))
+            })
+            .await
+            .map_err(|_| {
+                FerryError::external(
+                    COMPONENT,
+                    format!(
+                        "asking {} for its binlog position did not finish within {} s",
+                        s.conn.address(),
+                        timeout.as_secs()
+                    ),
+                )
+            })?
+        })?;
+        self.sql = sql;
+        Ok(Some(
+            serde_json::to_value(&bound).map_err(FerryError::internal)?,
+        ))
+    }
 }
 
 /// Reads the binlog through a fetch task on the I/O runtime.
@@ -607,6 +707,10 @@ struct Reader {
     fetcher: Option<Fetcher<Item>>,
     has_split: bool,
     no_more: bool,
+    /// A bounded micro-batch's bound was reached: the reader is finished.
+    reached: bool,
+    /// Asks the fetch task to stop (see [`Reader::close`]).
+    control: Arc<stream::Control>,
     /// The position after the last item taken; `None` until the task has found its start.
     position: Option<Position>,
     /// How far behind the server the task is.
@@ -622,12 +726,19 @@ impl SourceReader for Reader {
                 ));
             }
             // Null: the job's first run, which takes its start from startup.mode.
-            let start: Option<Position> = split.read_state()?;
+            let (start, bound) = match split.read_state::<SplitState>()? {
+                SplitState::Bounded(b) => (b.from, Some(b.bound)),
+                SplitState::Plain(p) => (p, None),
+            };
             self.position = start.clone();
             self.has_split = true;
-            let (s, progress) = (self.settings.clone(), self.progress.clone());
+            let (s, control, progress) = (
+                self.settings.clone(),
+                self.control.clone(),
+                self.progress.clone(),
+            );
             self.fetcher = Some(Fetcher::spawn(4, &self.readiness, move |tx| {
-                stream::run(s, start, progress, tx)
+                stream::run(s, start, bound, control, progress, tx)
             })?);
         }
         Ok(())
@@ -638,6 +749,9 @@ impl SourceReader for Reader {
     }
 
     fn poll_next(&mut self) -> Result<ReadStatus> {
+        if self.reached {
+            return Ok(ReadStatus::Finished);
+        }
         let Some(f) = self.fetcher.as_mut() else {
             return Ok(if self.no_more {
                 ReadStatus::Finished
@@ -652,6 +766,12 @@ impl SourceReader for Reader {
                     return Ok(ReadStatus::Batch(batch));
                 }
                 Fetched::Item(Item::Moved(pos)) => self.position = Some(pos),
+                Fetched::Item(Item::Reached(pos)) => {
+                    // The task has ended its binlog dump: the server-id is free.
+                    self.position = Some(pos);
+                    self.reached = true;
+                    return Ok(ReadStatus::Finished);
+                }
                 Fetched::Empty => return Ok(ReadStatus::Idle(Duration::from_secs(1))),
                 Fetched::Closed => {
                     return Err(FerryError::external(
@@ -703,5 +823,55 @@ impl SourceReader for Reader {
             return Ok(Vec::new());
         }
         Ok(vec![Split::typed(SPLIT_ID, &self.position)?])
+    }
+
+    /// Ends the fetch task and its binlog dump, and returns once the task has seen the
+    /// server drop the dump connection: a reader started next (the next micro-batch's, in
+    /// any process) registers under the same `server-id` alone.
+    fn close(&mut self) -> Result<()> {
+        self.stop_task()
+    }
+}
+
+impl Reader {
+    fn stop_task(&mut self) -> Result<()> {
+        let Some(mut f) = self.fetcher.take() else {
+            return Ok(());
+        };
+        self.control.stop.store(true, Ordering::SeqCst);
+        // Take what the task still queues (it may wait on a full queue) until it ends.
+        let wait = stream::RELEASE_WAIT + Duration::from_secs(20);
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            match f.try_next() {
+                Ok(Fetched::Closed) => return Ok(()),
+                Ok(Fetched::Item(_)) | Err(_) => continue,
+                Ok(Fetched::Empty) => {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return Err(FerryError::external(
+                            COMPONENT,
+                            format!(
+                                "the binlog task (server-id {}) did not end within {} s of closing the reader",
+                                self.settings.server_id,
+                                wait.as_secs()
+                            ),
+                        ));
+                    }
+                    let _ = self
+                        .readiness
+                        .receiver()
+                        .recv_timeout(left.min(Duration::from_millis(100)));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_task() {
+            tracing::warn!("{e}");
+        }
     }
 }

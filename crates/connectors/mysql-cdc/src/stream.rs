@@ -25,9 +25,27 @@
 //! stream has already returned. No lock, no long transaction; a crash re-reads at most the
 //! chunk in flight: a chunk is returned as one batch, and the position after it records
 //! its last key.
+//!
+//! # Bounded micro-batches (Spark)
+//! Given a [`Bound`] (the server's binlog end, `SHOW MASTER STATUS`, which the driver took
+//! when it planned the micro-batch), the task streams until its position reaches the bound
+//! outside a transaction: every transaction that ends at or before the bound is returned,
+//! none after (the server writes whole transactions, so its end lies between two). A
+//! reader that starts at the bound (nothing happened since the last micro-batch) opens no
+//! binlog dump at all. Otherwise it then ends its dump connection and waits until the
+//! server no longer lists it (ending it if need be), so that the next micro-batch's reader,
+//! registering under the same `server-id` in whatever process, is the only one. Then, while
+//! tables still need their snapshot, it reads chunks on its SQL connection (no windows:
+//! every change up to the bound has been returned before the chunk, and the chunk is newer
+//! than the bound; keys of the transactions just returned are dropped from the chunk, in
+//! case the storage engine did not show them yet), for about a second and at most 8 chunks,
+//! and hands over the end position. A replay (same start, same bound) returns the same
+//! changes; its chunks cover the same keys (the first read's end bounds them,
+//! [`Bound::until`]) with the rows' values at the replay's time, which the changes after
+//! the bound bring up to date in a keyed target.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -196,6 +214,59 @@ pub enum Item {
     Rows(ChangeBatch, Position),
     /// The position moved without rows for the reader.
     Moved(Position),
+    /// The micro-batch's bound is reached and the binlog dump ended: the end position;
+    /// nothing follows.
+    Reached(Position),
+}
+
+/// How far the snapshot got: the tables done and the chunk under way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotProgress {
+    /// Tables whose snapshot is complete.
+    pub snapshotted: Vec<String>,
+    /// The table whose snapshot is under way.
+    pub chunk: Option<ChunkProgress>,
+}
+
+/// Where a bounded micro-batch ends (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bound {
+    /// The binlog file of the server's end when the driver planned the micro-batch.
+    pub file: String,
+    /// The offset in it.
+    pub pos: u64,
+    /// The GTID state there (MariaDB: exact, `BINLOG_GTID_POS`; MySQL: `gtid_executed`
+    /// read just after), for a job that starts at the bound.
+    #[serde(default)]
+    pub gtid: String,
+    /// In a replay, how far the first read's snapshot chunks got: the replay reads the
+    /// same key ranges, no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<SnapshotProgress>,
+}
+
+impl Bound {
+    fn binlog(&self) -> BinlogPos {
+        BinlogPos {
+            file: self.file.clone(),
+            pos: self.pos,
+        }
+    }
+}
+
+/// How long a bounded micro-batch goes on reading snapshot chunks after its bound, and how
+/// many it reads at most.
+const CHUNKS_FOR: Duration = Duration::from_secs(1);
+const CHUNKS_MAX: usize = 8;
+
+/// How long the task waits for the server to stop listing its binlog dump connection.
+pub(crate) const RELEASE_WAIT: Duration = Duration::from_secs(10);
+
+/// What the reader tells the fetch task.
+#[derive(Debug, Default)]
+pub struct Control {
+    /// The reader is closing: end the binlog dump and return.
+    pub stop: AtomicBool,
 }
 
 /// What the fetch task knows of how far behind the server it is, for the reader's figures:
@@ -214,14 +285,18 @@ fn my(e: mysql_async::Error, what: &str) -> FerryError {
     FerryError::external(COMPONENT, format!("{e}: {what}"))
 }
 
-/// Runs until the reader is gone or an error ends it (the error is handed over).
+/// Runs until the reader is gone, asks it to stop, or an error ends it (the error is
+/// handed over); with a `bound`, until the bound is reached. The binlog dump connection is
+/// ended, and seen gone from the server, before it returns.
 pub async fn run(
     s: Arc<Settings>,
     start: Option<Position>,
+    bound: Option<Bound>,
+    control: Arc<Control>,
     progress: Arc<Progress>,
     tx: FetchSender<Item>,
 ) {
-    if let Err(e) = run_inner(s, start, progress, &tx).await {
+    if let Err(e) = run_inner(s, start, bound, control, progress, &tx).await {
         let _ = tx.send(Err(e)).await;
     }
 }
@@ -282,24 +357,61 @@ fn purged(s: &Settings, p: &Position) -> FerryError {
     )
 }
 
-/// Where a job without a checkpoint starts.
-async fn first_position(s: &Settings, sql: &mut mysql_async::Conn) -> Result<Position> {
+/// The server's binlog end and the GTID state there (a micro-batch's [`Bound`]), and
+/// whether the server is MariaDB.
+pub async fn server_end(sql: &mut mysql_async::Conn, conn: &ConnInfo) -> Result<(Bound, bool)> {
     let log = server_log(sql, COMPONENT).await?;
     let end = log.end.clone().ok_or_else(|| {
         FerryError::external(
             COMPONENT,
             format!(
                 "the server at {} shows no binlog position (SHOW MASTER STATUS is empty)",
-                s.conn.address()
+                conn.address()
             ),
         )
     })?;
+    let mut gtid = log.gtid;
+    if log.mariadb {
+        // @@gtid_binlog_pos is read after SHOW MASTER STATUS, and a transaction may have
+        // committed between the two; the state at the offset itself is exact.
+        let q = format!(
+            "SELECT BINLOG_GTID_POS({}, {})",
+            literal(Dialect::MySql, &end.file),
+            end.pos
+        );
+        if let Ok(Some(Some(g))) = sql.query_first::<Option<String>, _>(&q).await {
+            gtid = g;
+        }
+    }
+    let bound = Bound {
+        file: end.file,
+        pos: end.pos,
+        gtid,
+        until: None,
+    };
+    Ok((bound, log.mariadb))
+}
+
+/// Where a job without a checkpoint starts. With a micro-batch `bound`, a job that starts
+/// at the server's end (`initial`, `latest`) starts at the bound, so that a replay of its
+/// first micro-batch starts where the first read did.
+async fn first_position(
+    s: &Settings,
+    sql: &mut mysql_async::Conn,
+    bound: Option<&Bound>,
+) -> Result<Position> {
+    let (end, mariadb) = match bound {
+        Some(b) if matches!(s.start, Startup::Initial | Startup::Latest) => (b.clone(), false),
+        _ => server_end(sql, &s.conn).await?,
+    };
+    let gtid = end.gtid.clone();
+    let end = end.binlog();
     let all: Vec<String> = s.tables.iter().map(|t| t.schema.name.to_string()).collect();
     let mut p = Position {
         file: end.file.clone(),
         pos: end.pos,
         skip: 0,
-        gtid: log.gtid.clone(),
+        gtid,
         snapshotted: all,
         chunk: None,
         since_ms: None,
@@ -323,7 +435,7 @@ async fn first_position(s: &Settings, sql: &mut mysql_async::Conn) -> Result<Pos
             p.gtid = String::new();
         }
         Startup::Gtid(g) => {
-            if !log.mariadb {
+            if !mariadb {
                 return Err(FerryError::config(format!(
                     "{COMPONENT}: startup.specific-offset.gtid-set is read as a MariaDB GTID state, \
                      and the server at {} is MySQL: give startup.specific-offset.file and .pos",
@@ -339,9 +451,10 @@ async fn first_position(s: &Settings, sql: &mut mysql_async::Conn) -> Result<Pos
 }
 
 /// Opens the binlog dump at `p` under the job's replica id; also says whether the server
-/// checksums its events.
-async fn open_binlog(s: &Settings, p: &Position) -> Result<(BinlogStream, bool)> {
+/// checksums its events, and the dump connection's id on the server.
+async fn open_binlog(s: &Settings, p: &Position) -> Result<(BinlogStream, bool, u32)> {
     let mut c = connect_mysql(&s.conn, COMPONENT).await?;
+    let id = c.id();
     let q = "SELECT @@global.binlog_checksum";
     let checksum: Option<String> = c.query_first(q).await.map_err(|e| my(e, q))?;
     let checksum = checksum.is_some_and(|c| !c.eq_ignore_ascii_case("NONE"));
@@ -376,7 +489,7 @@ async fn open_binlog(s: &Settings, p: &Position) -> Result<(BinlogStream, bool)>
             ),
         )
     })?;
-    Ok((stream, checksum))
+    Ok((stream, checksum, id))
 }
 
 /// Rows of one table being collected, with their kinds.
@@ -446,13 +559,26 @@ struct Task<'a> {
     last_status: Instant,
     progress: Arc<Progress>,
     tx: &'a FetchSender<Item>,
+    /// Where a bounded micro-batch ends.
+    bound: Option<Bound>,
+    control: Arc<Control>,
+}
+
+/// Why the stream loop returned.
+enum Ended {
+    /// The reader is gone or asked to stop.
+    Gone,
+    /// The bound is reached.
+    Reached,
 }
 
 /// Connects, checks the server, finds the start, then streams. Returns `Ok` only when the
-/// reader has gone away.
+/// reader has gone away or asked the task to stop, or a bound was reached.
 async fn run_inner(
     s: Arc<Settings>,
     start: Option<Position>,
+    bound: Option<Bound>,
+    control: Arc<Control>,
     progress: Arc<Progress>,
     tx: &FetchSender<Item>,
 ) -> Result<()> {
@@ -460,7 +586,7 @@ async fn run_inner(
     check_server(&mut sql, &s.conn).await?;
     let pos = match start {
         Some(p) => p,
-        None => first_position(&s, &mut sql).await?,
+        None => first_position(&s, &mut sql, bound.as_ref()).await?,
     };
     if !pos.file.is_empty() {
         let logs = binary_logs(&mut sql, COMPONENT).await?;
@@ -468,13 +594,28 @@ async fn run_inner(
             return Err(purged(&s, &pos));
         }
     }
+    if let Some(b) = &bound {
+        if !pos.file.is_empty() && pos.skip == 0 && pos.binlog().reached(&b.binlog()) {
+            // Nothing between the start and the bound (no change since the last
+            // micro-batch): no binlog dump to open and wait on.
+            let mut pos = pos;
+            read_bounded_chunks(&s, &mut sql, &mut pos, b, &VecDeque::new(), tx).await?;
+            tx.send(Ok(Item::Reached(pos))).await;
+            let _ = sql.disconnect().await;
+            return Ok(());
+        }
+    }
     tracing::info!(
-        "{COMPONENT}: reading the binlog of {} from {} as replica {}",
+        "{COMPONENT}: reading the binlog of {} from {} as replica {}{}",
         s.conn.address(),
         pos.text(),
-        s.server_id
+        s.server_id,
+        bound
+            .as_ref()
+            .map(|b| format!(" up to {}", b.binlog()))
+            .unwrap_or_default()
     );
-    let (binlog, checksum) = open_binlog(&s, &pos).await?;
+    let (binlog, checksum, dump_id) = open_binlog(&s, &pos).await?;
     let gtids = GtidState::parse(&pos.gtid).unwrap_or_default();
     let mut task = Task {
         checksum,
@@ -496,12 +637,191 @@ async fn run_inner(
         last_status: Instant::now() - STATUS_EVERY,
         progress,
         tx,
+        bound,
+        control,
     };
     let first = task.pos.clone();
-    if !task.send(Item::Moved(first)).await {
-        return Ok(());
+    let ended = if task.send(Item::Moved(first)).await {
+        task.stream().await
+    } else {
+        Ok(Ended::Gone)
+    };
+    // End the dump connection whatever happened, and wait until the server has let go of
+    // it: the next reader registers under the same server-id.
+    let released = release(task.binlog, &mut task.sql, dump_id, &task.s).await;
+    let result = match ended? {
+        Ended::Gone => released,
+        Ended::Reached => {
+            released?;
+            let b = task
+                .bound
+                .clone()
+                .ok_or_else(|| FerryError::internal("reached a bound that is not there"))?;
+            let mut pos = task.pos.clone();
+            read_bounded_chunks(&task.s, &mut task.sql, &mut pos, &b, &task.recent, tx).await?;
+            tx.send(Ok(Item::Reached(pos))).await;
+            Ok(())
+        }
+    };
+    let _ = task.sql.disconnect().await;
+    result
+}
+
+/// Ends the binlog dump connection (connection `dump_id` on the server) and waits until the
+/// server no longer lists it, ending it with `KILL` if it is still there: a dump thread
+/// waiting for events notices a closed connection only when it next writes (the next event
+/// or heartbeat), and the next micro-batch should not wait for that.
+async fn release(
+    binlog: BinlogStream,
+    sql: &mut mysql_async::Conn,
+    dump_id: u32,
+    s: &Settings,
+) -> Result<()> {
+    let _ = tokio::time::timeout(Duration::from_secs(5), binlog.close()).await;
+    let q = format!("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {dump_id}");
+    let started = Instant::now();
+    let mut killed = false;
+    loop {
+        let n: Option<u64> = sql.query_first(&q).await.map_err(|e| my(e, &q))?;
+        if n.unwrap_or(0) == 0 {
+            return Ok(());
+        }
+        if !killed {
+            // Its own connection: every user may end those.
+            let k = format!("KILL CONNECTION {dump_id}");
+            if let Err(e) = sql.query_drop(&k).await {
+                tracing::debug!("{COMPONENT}: {k}: {e}");
+            }
+            killed = true;
+        }
+        if started.elapsed() > RELEASE_WAIT {
+            return Err(FerryError::external(
+                COMPONENT,
+                format!(
+                    "the server at {} still lists this reader's binlog dump (connection {dump_id}, \
+                     server-id {}) {} s after it was ended",
+                    s.conn.address(),
+                    s.server_id,
+                    RELEASE_WAIT.as_secs()
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    task.stream().await
+}
+
+/// After reaching a micro-batch's bound at `pos`: snapshot chunks for about
+/// [`CHUNKS_FOR`] (a replay: the key ranges its first read covered), each handed over with
+/// the position after it. `recent` holds the keys of the transactions returned before, for
+/// those the storage engine may not show the chunk's select yet.
+async fn read_bounded_chunks(
+    s: &Settings,
+    sql: &mut mysql_async::Conn,
+    pos: &mut Position,
+    bound: &Bound,
+    recent: &VecDeque<(usize, Vec<Vec<u8>>)>,
+    tx: &FetchSender<Item>,
+) -> Result<()> {
+    let started = Instant::now();
+    let mut chunks = 0;
+    loop {
+        let done = match &bound.until {
+            Some(u) => u.snapshotted == pos.snapshotted && u.chunk == pos.chunk,
+            None => started.elapsed() >= CHUNKS_FOR || chunks >= CHUNKS_MAX,
+        };
+        chunks += 1;
+        if done {
+            return Ok(());
+        }
+        let Some((t, after)) = next_chunk(s, pos) else {
+            if bound.until.is_some() {
+                return Err(FerryError::internal(format!(
+                    "replaying a micro-batch: the snapshot is complete but the first read ended at {:?}",
+                    bound.until
+                )));
+            }
+            return Ok(());
+        };
+        let table = &s.tables[t];
+        let name = table.schema.name.to_string();
+        // A replay reads no key past the first read's last one for the table under way then.
+        let upto = bound
+            .until
+            .as_ref()
+            .filter(|u| !u.snapshotted.iter().any(|n| *n == name))
+            .and_then(|u| u.chunk.as_ref())
+            .filter(|c| c.table == name)
+            .map(|c| c.after.clone());
+        let (chunk, last_key, last) =
+            read_chunk(sql, table, &after, s.split_size, upto.as_deref()).await?;
+        let mut touched = HashSet::new();
+        for (t2, keys) in recent {
+            if *t2 == t {
+                touched.extend(keys.iter().cloned());
+            }
+        }
+        let rows = if touched.is_empty() || table.key.is_empty() {
+            chunk
+        } else {
+            let keys = row_keys(table, &chunk)?;
+            let mask = arrow::array::BooleanArray::from(
+                keys.iter()
+                    .map(|k| !touched.contains(k))
+                    .collect::<Vec<_>>(),
+            );
+            filter_record_batch(&chunk, &mask)?
+        };
+        pos.skip = 0;
+        match (&upto, last) {
+            // The replay's range ends at the first read's last key, wherever its rows end.
+            (Some(upto), true) => {
+                pos.chunk = Some(ChunkProgress {
+                    table: name.clone(),
+                    after: upto.clone(),
+                })
+            }
+            (None, true) => {
+                pos.chunk = None;
+                pos.snapshotted.push(name.clone());
+                tracing::info!("{COMPONENT}: snapshot of {name} complete");
+            }
+            (_, false) => {
+                pos.chunk = Some(ChunkProgress {
+                    table: name.clone(),
+                    after: last_key,
+                })
+            }
+        }
+        tracing::debug!(
+            "{COMPONENT}: chunk of {name} after the micro-batch bound {}: {} rows",
+            bound.binlog(),
+            rows.num_rows()
+        );
+        let item = if rows.num_rows() == 0 {
+            Item::Moved(pos.clone())
+        } else {
+            Item::Rows(
+                ChangeBatch::inserts(table.schema.name.clone(), rows),
+                pos.clone(),
+            )
+        };
+        if !tx.send(Ok(item)).await {
+            return Ok(());
+        }
+    }
+}
+
+/// Which table's snapshot comes next after `pos`, and after which key.
+fn next_chunk(s: &Settings, pos: &Position) -> Option<(usize, Vec<String>)> {
+    if let Some(c) = &pos.chunk {
+        if let Some(t) = s.tables.iter().position(|t| *t.schema.name == *c.table) {
+            return Some((t, c.after.clone()));
+        }
+    }
+    s.tables
+        .iter()
+        .position(|t| !pos.snapshotted.iter().any(|n| *n == *t.schema.name))
+        .map(|t| (t, Vec::new()))
 }
 
 impl Task<'_> {
@@ -514,20 +834,29 @@ impl Task<'_> {
     }
 
     /// The stream loop.
-    async fn stream(&mut self) -> Result<()> {
+    async fn stream(&mut self) -> Result<Ended> {
         loop {
+            if self.control.stop.load(Ordering::SeqCst) {
+                return Ok(Ended::Gone);
+            }
             if self.txn.is_none() {
+                if self.bound.as_ref().is_some_and(|b| {
+                    !self.pos.file.is_empty() && self.pos.binlog().reached(&b.binlog())
+                }) {
+                    return Ok(Ended::Reached);
+                }
                 if self.last_status.elapsed() >= STATUS_EVERY {
                     self.status().await?;
                 }
-                if self.window.is_none() {
+                // Bounded micro-batches read chunks after their bound, not in windows.
+                if self.window.is_none() && self.bound.is_none() {
                     self.open_window().await?;
                 }
                 if self.window.as_ref().is_some_and(|w| {
                     !self.pos.file.is_empty() && self.pos.binlog().reached(&w.high)
                 }) {
                     if !self.close_window().await? {
-                        return Ok(());
+                        return Ok(Ended::Gone);
                     }
                     // The next chunk at once, not after the next event.
                     continue;
@@ -549,7 +878,7 @@ impl Task<'_> {
                     Ok(Some(Err(e))) => return Err(self.stream_error(e)),
                 };
             if !self.on_event(ev).await? {
-                return Ok(());
+                return Ok(Ended::Gone);
             }
         }
     }
@@ -714,7 +1043,28 @@ impl Task<'_> {
                 self.fde_seen = true;
                 Ok(true)
             }
-            EventType::HEARTBEAT_EVENT => Ok(true),
+            EventType::HEARTBEAT_EVENT => {
+                // The server sends one when it has sent everything up to `log_pos` of the
+                // file the stream is in and waits for more: outside a transaction, every
+                // transaction before a bound at or behind that point has been returned
+                // (whatever events there were that do not move the position).
+                if let Some(b) = &self.bound {
+                    let at = BinlogPos {
+                        file: self.file.clone(),
+                        pos: log_pos,
+                    };
+                    if self.txn.is_none()
+                        && !self.file.is_empty()
+                        && at.reached(&b.binlog())
+                        && !(!self.pos.file.is_empty() && self.pos.binlog().reached(&b.binlog()))
+                    {
+                        self.pos.file = b.file.clone();
+                        self.pos.pos = b.pos;
+                        self.pos.skip = 0;
+                    }
+                }
+                Ok(true)
+            }
             EventType::QUERY_EVENT => {
                 let q: QueryEvent<'_> = ev
                     .read_event()
@@ -1083,21 +1433,7 @@ impl Task<'_> {
 
     /// Which table's snapshot comes next, and after which key.
     fn next_chunk(&self) -> Option<(usize, Vec<String>)> {
-        if let Some(c) = &self.pos.chunk {
-            if let Some(t) = self
-                .s
-                .tables
-                .iter()
-                .position(|t| *t.schema.name == *c.table)
-            {
-                return Some((t, c.after.clone()));
-            }
-        }
-        self.s
-            .tables
-            .iter()
-            .position(|t| !self.pos.snapshotted.iter().any(|n| *n == *t.schema.name))
-            .map(|t| (t, Vec::new()))
+        next_chunk(&self.s, &self.pos)
     }
 
     /// Reads the next chunk, then takes the server's binlog end as its high mark.
@@ -1111,7 +1447,7 @@ impl Task<'_> {
         }
         let table = &self.s.tables[t];
         let (chunk, last_key, last) =
-            read_chunk(&mut self.sql, table, &after, self.s.split_size).await?;
+            read_chunk(&mut self.sql, table, &after, self.s.split_size, None).await?;
         let log = server_log(&mut self.sql, COMPONENT).await?;
         let high = log.end.ok_or_else(|| {
             FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
@@ -1230,13 +1566,15 @@ fn after_key(keys: &[String], lits: &[String]) -> String {
     ors.join(" OR ")
 }
 
-/// Reads the chunk after key `after` (the table's first chunk when empty): its rows, its
-/// last key as text, and whether it is the table's last chunk.
+/// Reads the chunk after key `after` (the table's first chunk when empty), up to key
+/// `upto` when given: its rows, its last key as text, and whether it is the table's last
+/// chunk (with `upto`: the last one up to that key).
 async fn read_chunk(
     sql: &mut mysql_async::Conn,
     table: &CdcTable,
     after: &[String],
     split_size: usize,
+    upto: Option<&[String]>,
 ) -> Result<(RecordBatch, Vec<String>, bool)> {
     let d = Dialect::MySql;
     let select: Vec<&str> = table.columns.iter().map(|c| c.select.as_str()).collect();
@@ -1244,9 +1582,16 @@ async fn read_chunk(
     let chunked = table.chunkable();
     if chunked {
         let keys: Vec<String> = table.key.iter().map(|k| d.quote(k)).collect();
+        let lits = |key: &[String]| -> Vec<String> { key.iter().map(|v| literal(d, v)).collect() };
+        let mut conds = Vec::new();
         if !after.is_empty() {
-            let lits: Vec<String> = after.iter().map(|v| literal(d, v)).collect();
-            q.push_str(&format!(" WHERE {}", after_key(&keys, &lits)));
+            conds.push(format!("({})", after_key(&keys, &lits(after))));
+        }
+        if let Some(upto) = upto.filter(|u| !u.is_empty()) {
+            conds.push(format!("NOT ({})", after_key(&keys, &lits(upto))));
+        }
+        if !conds.is_empty() {
+            q.push_str(&format!(" WHERE {}", conds.join(" AND ")));
         }
         q.push_str(&format!(" ORDER BY {} LIMIT {split_size}", keys.join(", ")));
     }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int32Type;
 use ferry_api::{
-    ChangeBatch, JobMode, Options, ResolveContext, Result, RowKind, Source, SourceFactory,
+    ChangeBatch, EnumeratorContext, JobMode, Options, ReadStatus, ReaderContext, ResolveContext,
+    Result, RowKind, Source, SourceFactory, Split,
 };
 use ferry_connector_testkit::{job, SourceDriver, SourceSnapshot};
 use serde_json::{json, Value};
@@ -508,4 +509,155 @@ fn an_xa_transaction_is_passed_on_at_its_prepare_and_the_position_moves_past_it(
 fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
     use ferry_api::SourceFactory as _;
     ferry_api::declare::check_specs(crate::MySqlCdcSourceFactory.options(), &[]).unwrap();
+}
+
+/// One micro-batch as Spark reads it: splits `start` bounded at `bound` (with the first
+/// read's `end` on a replay), read by a fresh reader until it finishes, then closed. Its
+/// rows, its end states and how long it took.
+fn micro_batch(
+    s: &dyn Source,
+    start: &[Split],
+    bound: &Value,
+    end: Option<&[Split]>,
+) -> (Vec<ChangeBatch>, Vec<Split>, Duration) {
+    let t0 = Instant::now();
+    let splits = s.bound_splits_at(start.to_vec(), bound, end).unwrap();
+    let ctx = ReaderContext {
+        subtask: 0,
+        parallelism: 1,
+        job: job(JobMode::Streaming),
+    };
+    let mut r = s.create_reader(&ctx).unwrap();
+    let ready = r.readiness().expect("a readiness signal");
+    r.add_splits(splits).unwrap();
+    r.no_more_splits();
+    let mut out = Vec::new();
+    loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the micro-batch did not end within 60 s"
+        );
+        match r.poll_next().unwrap() {
+            ReadStatus::Batch(b) => out.push(b),
+            ReadStatus::Idle(d) => {
+                let _ = ready
+                    .receiver()
+                    .recv_timeout(d.min(Duration::from_millis(200)));
+            }
+            ReadStatus::Finished => break,
+        }
+    }
+    let end = r.snapshot(1).unwrap();
+    r.close().unwrap();
+    (out, end, t0.elapsed())
+}
+
+/// Replica ids registered with the server (`SHOW SLAVE HOSTS`): a binlog dump lists its
+/// replica there until the server has ended it.
+fn replicas() -> Vec<String> {
+    my("SHOW SLAVE HOSTS")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect()
+}
+
+/// Spark's micro-batches, driven as its engine drives them: each is bounded at the
+/// server's binlog end when it is planned, reads the changes before the bound and none
+/// after, reads snapshot chunks after the bound, and leaves no binlog dump registered
+/// under the job's server-id; a replay with the first read's end repeats its rows and
+/// end, and one after further changes serves instead of the first read; a micro-batch with
+/// nothing new ends at once; the rows kept make the table.
+#[test]
+fn micro_batches_end_at_their_bound_free_the_server_id_and_replay_the_first_read() {
+    let name = "bounded";
+    setup(name, DDL);
+    let s = source(name, 6107, json!({"snapshot.split.size": 150})).unwrap();
+    let ctx = EnumeratorContext {
+        parallelism: 1,
+        job: job(JobMode::Streaming),
+    };
+    let mut e = s.create_enumerator(&ctx, None).unwrap();
+    let mut start: Vec<Split> = e.discover().unwrap().into_iter().map(|(_, s)| s).collect();
+    let mut kept = Vec::new();
+    let inserted = |round: i32| (100_000 + round * 100 + 1)..=(100_000 + round * 100 + 20);
+    let (mut replays, mut streamed) = (0, 0);
+    for batch in 0..60 {
+        let snapshot_done = start[0]
+            .read_state::<Option<crate::stream::Position>>()
+            .unwrap()
+            .is_some_and(|p| !p.snapshotted.is_empty());
+        if batch < 12 {
+            workload(name, batch);
+        }
+        let bound = e.bound_micro_batch(batch as u64).unwrap().expect("a bound");
+        if batch < 12 {
+            // After the bound: the next micro-batch's.
+            workload(name, 1000 + batch);
+        }
+        let (out, end, took) = micro_batch(s.as_ref(), &start, &bound, None);
+        eprintln!(
+            "batch {batch}: {} rows in {took:?}, bound {bound}, end {}",
+            events(&out).len(),
+            end[0].state
+        );
+        assert!(
+            !replicas().contains(&"6107".to_string()),
+            "batch {batch}: the binlog dump is still registered: {:?}",
+            replicas()
+        );
+        if snapshot_done && batch < 12 {
+            streamed += 1;
+            let ids: std::collections::BTreeSet<i32> = events(&out).iter().map(|e| e.0).collect();
+            assert!(
+                inserted(batch).all(|id| ids.contains(&id)),
+                "batch {batch}: the inserts before the bound are missing"
+            );
+            assert!(
+                !inserted(1000 + batch).any(|id| ids.contains(&id)),
+                "batch {batch}: inserts after the bound came"
+            );
+        }
+        let out = match batch {
+            1 => {
+                // Nothing changed since the first read: the same rows, the same end.
+                let (again, end2, _) = micro_batch(s.as_ref(), &start, &bound, Some(&end));
+                assert_eq!(events(&again), events(&out), "batch {batch} replayed");
+                assert_eq!(end2, end, "batch {batch} replayed");
+                replays += 1;
+                out
+            }
+            2 | 9 => {
+                // The first read is lost (a crash before the commit); changes come; the
+                // replay ends where the first read did and serves instead.
+                workload(name, 2000 + batch);
+                let (again, end2, _) = micro_batch(s.as_ref(), &start, &bound, Some(&end));
+                assert_eq!(end2, end, "batch {batch} replayed");
+                replays += 1;
+                again
+            }
+            _ => out,
+        };
+        kept.extend(out);
+        start = end;
+        if batch >= 12 && snapshot_done {
+            break;
+        }
+    }
+    assert_eq!(replays, 3);
+    assert!(
+        streamed >= 3,
+        "only {streamed} micro-batches after the snapshot"
+    );
+    // The rows kept, applied as an upsert sink applies them, make the table.
+    assert_eq!(
+        apply(&events(&kept)),
+        table(name),
+        "the target would differ from the table"
+    );
+    // A micro-batch with nothing new (in this table) ends at once, without rows.
+    let bound = e.bound_micro_batch(100).unwrap().expect("a bound");
+    let (out, _, took) = micro_batch(s.as_ref(), &start, &bound, None);
+    assert!(events(&out).is_empty());
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    teardown(name);
 }
