@@ -12,14 +12,17 @@
 //!   transactions while the job (MySQL-CDC → Jdbc upserts) is killed with SIGKILL again and
 //!   again, in the snapshot and in the binlog phase; afterwards the target equals the
 //!   source row for row.
+//! - The same on Spark (`--engine spark`, into PostgreSQL): the driver's whole process
+//!   group killed in the snapshot and in the binlog phase, then the target equals the source.
 //!
 //! SeaTunnel's job files name its databases `mysql_cdc`/`mysql_cdc2` and one replica id,
 //! so its cases run one at a time.
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -466,8 +469,218 @@ fn check_states_the_guarantee_and_the_engines_and_never_shows_the_password() {
         "{text}"
     );
     assert!(text.contains("delivery: exactly-once"), "{text}");
+    // Spark runs it too, in bounded micro-batches.
+    assert!(text.contains("engines: local, spark"), "{text}");
+}
+
+/// Starts `ferry run JOB --engine spark` in a process group of its own, so that
+/// [`kill_group`] kills the driver, its JVM and its Python workers together.
+fn start_spark_group(job: &Path, job_id: &str, ckpt: &Path) -> Child {
+    common::ferry()
+        .arg("run")
+        .arg(job)
+        .args(["--engine", "spark", "--job-id", job_id, "--checkpoint-dir"])
+        .arg(ckpt)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("ferry starts")
+}
+
+/// SIGKILL to the whole process group of `child` (see [`start_spark_group`]).
+fn kill_group(child: &mut Child) {
+    // The group may have ended by itself meanwhile: then there is nothing to kill.
+    let _ = Command::new("kill")
+        .args(["-KILL", "--"])
+        .arg(format!("-{}", child.id()))
+        .status();
+    let _ = common::wait_for(child, Duration::from_secs(30), "the killed driver");
+}
+
+/// MySQL-CDC on Spark (micro-batches bounded at the binlog's end) into a keyed Jdbc
+/// (PostgreSQL) target, under a continuous workload of multi-statement transactions
+/// (updates, inserts with large values, deletes), the driver's whole process group killed
+/// with SIGKILL twice: once inside the snapshot, once in the binlog phase. After the
+/// workload stops, the target equals the source row for row.
+#[test]
+fn mysql_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
+    const ROWS: u64 = 3_000;
+    let venv = PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+        .join(".cache/ferry/spark-venv/bin/python");
     assert!(
-        text.contains("not spark:") && text.contains("server-id"),
-        "{text}"
+        std::env::var_os("FERRY_SPARK_PYTHON").is_some() || venv.exists(),
+        "{} is missing: run scripts/setup-spark first",
+        venv.display()
     );
+    mariadb(&format!(
+        "DROP DATABASE IF EXISTS ferry_mcdc_spark; CREATE DATABASE ferry_mcdc_spark;
+         CREATE TABLE ferry_mcdc_spark.src (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext);
+         USE ferry_mcdc_spark;
+         INSERT INTO ferry_mcdc_spark.src SELECT seq, 0, concat('row ', seq, repeat(md5(seq), 4)) FROM seq_1_to_{ROWS};"
+    ));
+    common::psql(
+        "test",
+        "DROP SCHEMA IF EXISTS ferry_mcdc_spark CASCADE; CREATE SCHEMA ferry_mcdc_spark;
+         CREATE TABLE ferry_mcdc_spark.dst (id int8 PRIMARY KEY, v int4 NOT NULL, note text);",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job.conf");
+    // Chunks of 150 rows, at most 8 a micro-batch: the snapshot takes at least 3.
+    std::fs::write(
+        &job,
+        r#"
+env { job.name = "mysqlcdc-spark", job.mode = "STREAMING", checkpoint.interval = 1000 }
+source {
+  MySQL-CDC {
+    base-url = "jdbc:mysql://127.0.0.1:3306/ferry_mcdc_spark"
+    username = "root"
+    table-names = ["ferry_mcdc_spark.src"]
+    server-id = 6202
+    snapshot.split.size = 150
+    exactly_once = true
+  }
+}
+sink {
+  Jdbc {
+    url = "jdbc:postgresql://127.0.0.1:5432/test"
+    driver = "org.postgresql.Driver"
+    user = "postgres"
+    generate_sink_sql = true
+    database = test
+    table = ferry_mcdc_spark.dst
+    primary_keys = ["id"]
+  }
+}
+"#,
+    )
+    .unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let offsets = ckpt.join("mcdcspark/query-0/offsets");
+    // Micro-batches logged (Spark writes `N` and its checksum `.N.crc`).
+    let batches = || {
+        std::fs::read_dir(&offsets)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| {
+                        e.file_name()
+                            .to_str()
+                            .is_some_and(|n| n.parse::<u64>().is_ok())
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    // Whether the latest logged micro-batch (the one a restart replays) starts before the
+    // snapshot's end.
+    let in_snapshot = || {
+        let last = std::fs::read_dir(&offsets)
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+                    .max()
+            })
+            .ok()
+            .flatten();
+        last.and_then(|n| std::fs::read_to_string(offsets.join(n.to_string())).ok())
+            // Python's json.dumps wrote it, with spaces.
+            .map(|t| t.replace(' ', ""))
+            .is_some_and(|t| {
+                t.contains("\"chunk\":{")
+                    || t.contains("\"snapshotted\":[]")
+                    || t.contains("\"state\":null")
+            })
+    };
+    let workload = common::Workload::start(
+        0xcdc5_9a4d,
+        Duration::from_millis(50),
+        move |round, rng| {
+            let base = ROWS + 1 + round * 10;
+            mariadb(&format!(
+                "USE ferry_mcdc_spark; BEGIN;
+                 UPDATE src SET v = v + 1, note = concat(note, '.') WHERE id % 13 = {} AND id % 17 = {};
+                 INSERT INTO src (id, v, note) SELECT {base} + seq, 0, repeat(md5(seq), {}) FROM seq_0_to_9;
+                 DELETE FROM src WHERE id % 1009 = {} AND id % 7 = {};
+                 COMMIT;",
+                rng.between(0, 13),
+                rng.between(0, 17),
+                rng.between(1, 300),
+                rng.between(0, 1009),
+                rng.between(0, 7)
+            ));
+        },
+    );
+    let mut rng = Rng(0x5eed_cdc6);
+    let t0 = std::time::Instant::now();
+    for round in 0..2 {
+        let planned = batches();
+        let mut child = start_spark_group(&job, "mcdcspark", &ckpt);
+        // The first kill lands in the snapshot, once a micro-batch of it has committed (the
+        // next is logged); the second in the binlog phase, after the snapshot.
+        let ready = if round == 0 {
+            common::eventually(Duration::from_secs(180), || batches() > planned + 1)
+        } else {
+            common::eventually(Duration::from_secs(180), || {
+                batches() > planned && !in_snapshot()
+            })
+        };
+        if !ready {
+            kill_group(&mut child);
+            panic!(
+                "round {round}: the job did not get there: {}",
+                common::stderr_of(child)
+            );
+        }
+        // Inside the snapshot: soon, before it ends (3000 rows and the workload's inserts,
+        // at most 8 chunks of 150 a micro-batch).
+        let pause = if round == 0 { (0, 400) } else { (100, 1_500) };
+        std::thread::sleep(Duration::from_millis(rng.between(pause.0, pause.1)));
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "round {round}: the job ended by itself ({status}): {}",
+                common::stderr_of(child)
+            );
+        }
+        kill_group(&mut child);
+        let snapshot = in_snapshot();
+        eprintln!(
+            "round {round}: killed at {:?} after {} micro-batches (in the snapshot: {snapshot}), {} rows in the target",
+            t0.elapsed(),
+            batches(),
+            common::psql("test", "SELECT count(*) FROM ferry_mcdc_spark.dst").trim()
+        );
+        assert_eq!(
+            snapshot,
+            round == 0,
+            "round {round}: killed in the wrong phase"
+        );
+    }
+    let mut last = start_spark_group(&job, "mcdcspark", &ckpt);
+    common::wait_running("mcdcspark", &ckpt, "spark", Duration::from_secs(180));
+    std::thread::sleep(Duration::from_secs(2));
+    let rounds = workload.stop();
+    let src = || {
+        mariadb("SELECT id, v, md5(note) FROM ferry_mcdc_spark.src ORDER BY id").replace('\t', "|")
+    };
+    let dst = || {
+        common::psql(
+            "test",
+            "SELECT id, v, md5(note) FROM ferry_mcdc_spark.dst ORDER BY id",
+        )
+    };
+    let same = common::eventually(Duration::from_secs(120), || src() == dst());
+    eprintln!("target equal to the source at {:?}: {same}", t0.elapsed());
+    common::request_savepoint("mcdcspark", &ckpt);
+    let status = common::wait_for(&mut last, Duration::from_secs(120), "the last run");
+    let err = common::stderr_of(last);
+    assert!(status.success(), "last run: {err}");
+    assert!(
+        same,
+        "after 2 kills and {rounds} transactions the target differs: {} rows in src, {} in dst\n{err}",
+        mariadb("SELECT count(*) FROM ferry_mcdc_spark.src").trim(),
+        common::psql("test", "SELECT count(*) FROM ferry_mcdc_spark.dst").trim()
+    );
+    assert!(rounds > 20, "only {rounds} workload transactions ran");
+    mariadb("DROP DATABASE IF EXISTS ferry_mcdc_spark");
+    common::psql("test", "DROP SCHEMA IF EXISTS ferry_mcdc_spark CASCADE");
 }
