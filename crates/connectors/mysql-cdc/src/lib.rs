@@ -587,6 +587,7 @@ impl Source for MySqlCdcSource {
             pending,
             settings: self.settings.clone(),
             sql: None,
+            fresh: false,
         }))
     }
 
@@ -632,6 +633,8 @@ struct Enumerator {
     settings: Option<Arc<Settings>>,
     /// The connection the bounds are asked on (opened at the first bound).
     sql: Option<mysql_async::Conn>,
+    /// The split was handed out fresh since the last bound (see `bound_micro_batch`).
+    fresh: bool,
 }
 
 impl SplitEnumerator for Enumerator {
@@ -639,6 +642,7 @@ impl SplitEnumerator for Enumerator {
         let mut out: Vec<(usize, Split)> = self.pending.drain(..).map(|s| (0, s)).collect();
         if !self.assigned {
             self.assigned = true;
+            self.fresh = true;
             out.push((
                 0,
                 Split {
@@ -669,16 +673,19 @@ impl SplitEnumerator for Enumerator {
         let handle = ferry_api::io::handle()?;
         let mut sql = self.sql.take();
         let timeout = s.conn.connect_timeout;
+        // The job's first micro-batch may start at its bound (startup.mode initial or
+        // latest): its GTID state is then the reader's; later bounds are only stopped at.
+        let exact = std::mem::take(&mut self.fresh);
         let (bound, sql) = handle.block_on(async {
             tokio::time::timeout(timeout, async {
                 // A connection that failed since the last bound is opened again once.
                 if let Some(c) = sql.as_mut() {
-                    if let Ok((b, _)) = stream::server_end(c, &s.conn).await {
+                    if let Ok((b, _)) = stream::server_end(c, &s.conn, exact).await {
                         return Ok((b, sql));
                     }
                 }
                 let mut c = connect_mysql(&s.conn, COMPONENT).await?;
-                let (b, _) = stream::server_end(&mut c, &s.conn).await?;
+                let (b, _) = stream::server_end(&mut c, &s.conn, exact).await?;
                 Ok::<_, FerryError>((b, Some(c)))
             })
             .await

@@ -235,8 +235,8 @@ pub struct Bound {
     pub file: String,
     /// The offset in it.
     pub pos: u64,
-    /// The GTID state there (MariaDB: exact, `BINLOG_GTID_POS`; MySQL: `gtid_executed`
-    /// read just after), for a job that starts at the bound.
+    /// The GTID state there, for a job that starts at the bound (see [`server_end`]; a
+    /// reader that streams to the bound keeps the state of the transactions it read).
     #[serde(default)]
     pub gtid: String,
     /// In a replay, how far the first read's snapshot chunks got: the replay reads the
@@ -358,8 +358,15 @@ fn purged(s: &Settings, p: &Position) -> FerryError {
 }
 
 /// The server's binlog end and the GTID state there (a micro-batch's [`Bound`]), and
-/// whether the server is MariaDB.
-pub async fn server_end(sql: &mut mysql_async::Conn, conn: &ConnInfo) -> Result<(Bound, bool)> {
+/// whether the server is MariaDB. The GTID state is `@@gtid_binlog_pos` (MariaDB) or
+/// `@@gtid_executed` (MySQL) read just after, unless `exact` (for a position a reader
+/// starts at): then, on MariaDB, the state at the offset itself (`BINLOG_GTID_POS`, which
+/// reads the binlog file up to the offset, so not for every micro-batch).
+pub async fn server_end(
+    sql: &mut mysql_async::Conn,
+    conn: &ConnInfo,
+    exact: bool,
+) -> Result<(Bound, bool)> {
     let log = server_log(sql, COMPONENT).await?;
     let end = log.end.clone().ok_or_else(|| {
         FerryError::external(
@@ -371,7 +378,7 @@ pub async fn server_end(sql: &mut mysql_async::Conn, conn: &ConnInfo) -> Result<
         )
     })?;
     let mut gtid = log.gtid;
-    if log.mariadb {
+    if log.mariadb && exact {
         // @@gtid_binlog_pos is read after SHOW MASTER STATUS, and a transaction may have
         // committed between the two; the state at the offset itself is exact.
         let q = format!(
@@ -402,7 +409,7 @@ async fn first_position(
 ) -> Result<Position> {
     let (end, mariadb) = match bound {
         Some(b) if matches!(s.start, Startup::Initial | Startup::Latest) => (b.clone(), false),
-        _ => server_end(sql, &s.conn).await?,
+        _ => server_end(sql, &s.conn, true).await?,
     };
     let gtid = end.gtid.clone();
     let end = end.binlog();
@@ -748,7 +755,7 @@ async fn read_bounded_chunks(
         let upto = bound
             .until
             .as_ref()
-            .filter(|u| !u.snapshotted.iter().any(|n| *n == name))
+            .filter(|u| !u.snapshotted.contains(&name))
             .and_then(|u| u.chunk.as_ref())
             .filter(|c| c.table == name)
             .map(|c| c.after.clone());
@@ -1053,11 +1060,9 @@ impl Task<'_> {
                         file: self.file.clone(),
                         pos: log_pos,
                     };
-                    if self.txn.is_none()
-                        && !self.file.is_empty()
-                        && at.reached(&b.binlog())
-                        && !(!self.pos.file.is_empty() && self.pos.binlog().reached(&b.binlog()))
-                    {
+                    // (The stream loop has returned before this event if the position
+                    // had reached the bound.)
+                    if self.txn.is_none() && !self.file.is_empty() && at.reached(&b.binlog()) {
                         self.pos.file = b.file.clone();
                         self.pos.pos = b.pos;
                         self.pos.skip = 0;
