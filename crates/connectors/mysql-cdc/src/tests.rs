@@ -624,6 +624,39 @@ fn micro_batches_end_at_their_bound_free_the_server_id_and_replay_the_first_read
                 assert_eq!(events(&again), events(&out), "batch {batch} replayed");
                 assert_eq!(end2, end, "batch {batch} replayed");
                 replays += 1;
+                // A first read that got less far into the table (its second ran out): the
+                // replay's chunks stop at its last key too.
+                let state = |s: &[Split]| {
+                    s[0].read_state::<Option<crate::stream::Position>>()
+                        .unwrap()
+                        .unwrap()
+                };
+                let (from, mut short) = (state(&start), state(&end));
+                let key = |p: &crate::stream::Position| {
+                    p.chunk
+                        .as_ref()
+                        .map_or(0, |c| c.after[0].parse::<i32>().unwrap())
+                };
+                let mid = (key(&from) + key(&short)) / 2;
+                assert!(mid > key(&from), "batch {batch}: {from:?} to {short:?}");
+                short.chunk = Some(crate::stream::ChunkProgress {
+                    table: format!("ferry_mcdc_{name}.t"),
+                    after: vec![mid.to_string()],
+                });
+                let short = vec![Split::typed("mysql-cdc", &Some(short)).unwrap()];
+                let (part, end3, _) = micro_batch(s.as_ref(), &start, &bound, Some(&short));
+                assert_eq!(end3, short, "batch {batch} replayed after a shorter read");
+                // Snapshot rows are the inserts of ids below the workload's.
+                let chunked: Vec<i32> = events(&part)
+                    .iter()
+                    .filter(|e| e.2 == RowKind::Insert && e.0 < 100_000)
+                    .map(|e| e.0)
+                    .collect();
+                assert!(
+                    !chunked.is_empty() && chunked.iter().all(|id| *id > key(&from) && *id <= mid),
+                    "batch {batch}: snapshot rows outside ({}, {mid}]",
+                    key(&from)
+                );
                 out
             }
             2 | 9 => {
