@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
+use bytes::{Bytes, BytesMut};
 use ferry_api::io::{Fetched, Fetcher, Readiness};
 use ferry_api::{
     Boundedness, ChangeBatch, EnumeratorContext, FerryError, JobMode, OptionSpec, Options,
@@ -755,7 +756,9 @@ struct Current {
     split: Split,
     state: SplitState,
     returned: u64,
-    fetcher: Fetcher<RecordBatch>,
+    fetcher: Fetcher<Fetch>,
+    /// PostgreSQL splits: the COPY decoder and the batch it is filling.
+    copy: Option<CopyBatches>,
 }
 
 struct JdbcReader {
@@ -801,8 +804,7 @@ async fn fetch_pg(
     conn: Arc<ConnInfo>,
     table: Resolved,
     st: SplitState,
-    batch_rows: usize,
-    tx: &ferry_api::io::FetchSender<RecordBatch>,
+    tx: &ferry_api::io::FetchSender<Fetch>,
 ) -> Result<()> {
     let client = connect_pg(&conn, COMPONENT).await?;
     let pg = |e: tokio_postgres::Error| FerryError::external(COMPONENT, pg_error_text(&e));
@@ -837,29 +839,41 @@ async fn fetch_pg(
         .await
         .map_err(|e| FerryError::external(COMPONENT, format!("{}: {sql}", pg_error_text(&e))))?;
     futures_util::pin_mut!(stream);
-    let schema = table.schema.schema.clone();
-    let mut builders = Builders::new(&table.columns, schema, batch_rows, COMPONENT)?;
-    let mut dec = CopyDecoder::new(table.columns.len());
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(pg)?;
-        dec.push(&chunk);
-        loop {
-            dec.drain(&mut builders, batch_rows)?;
-            if builders.rows() >= batch_rows {
-                if !tx.send(Ok(builders.finish()?)).await {
-                    return Ok(());
-                }
-            } else {
-                break;
+    // The server sends a row a message: gather them into large chunks, so that the reader
+    // thread (which decodes) is woken once per chunk rather than once per row.
+    let mut chunk = BytesMut::with_capacity(COPY_CHUNK);
+    while let Some(msg) = stream.next().await {
+        chunk.extend_from_slice(&msg.map_err(pg)?);
+        if chunk.len() >= COPY_CHUNK {
+            if !tx.send(Ok(Fetch::Copy(chunk.split().freeze()))).await {
+                return Ok(());
             }
+            chunk.reserve(COPY_CHUNK);
         }
     }
-    dec.drain(&mut builders, usize::MAX)?;
-    if builders.rows() > 0 {
-        tx.send(Ok(builders.finish()?)).await;
+    if !chunk.is_empty() {
+        tx.send(Ok(Fetch::Copy(chunk.freeze()))).await;
     }
     let _ = client.batch_execute("COMMIT").await;
     Ok(())
+}
+
+/// Bytes of binary COPY data handed to the reader thread at a time.
+const COPY_CHUNK: usize = 1 << 20;
+
+/// What a split's fetch task hands its reader.
+enum Fetch {
+    /// PostgreSQL binary COPY data, decoded on the reader's own thread (the I/O runtime's
+    /// threads are shared by every reader: decoding there held all of them to one core).
+    Copy(Bytes),
+    /// Rows already decoded (MySQL: the client library parses each row as it reads it).
+    Batch(RecordBatch),
+}
+
+/// Decodes a split's COPY stream into batches on the reader's thread.
+struct CopyBatches {
+    decoder: CopyDecoder,
+    builders: Builders,
 }
 
 async fn fetch_mysql(
@@ -867,7 +881,7 @@ async fn fetch_mysql(
     table: Resolved,
     st: SplitState,
     batch_rows: usize,
-    tx: &ferry_api::io::FetchSender<RecordBatch>,
+    tx: &ferry_api::io::FetchSender<Fetch>,
 ) -> Result<()> {
     let mut c = connect_mysql(&conn, COMPONENT).await?;
     let sql = select_sql(&table, &st, Dialect::MySql);
@@ -896,13 +910,14 @@ async fn fetch_mysql(
                 }
             }
             builders.end_row();
-            if builders.rows() >= batch_rows && !tx.send(Ok(builders.finish()?)).await {
+            if builders.rows() >= batch_rows && !tx.send(Ok(Fetch::Batch(builders.finish()?))).await
+            {
                 return Ok(());
             }
         }
     }
     if builders.rows() > 0 {
-        tx.send(Ok(builders.finish()?)).await;
+        tx.send(Ok(Fetch::Batch(builders.finish()?))).await;
     }
     let _ = c.disconnect().await;
     Ok(())
@@ -917,10 +932,22 @@ impl JdbcReader {
         let table = self.tables.get(state.table).cloned().ok_or_else(|| {
             FerryError::internal(format!("Jdbc split {} names no table", split.id))
         })?;
+        let copy = match self.conn.dialect {
+            Dialect::Postgres => Some(CopyBatches {
+                decoder: CopyDecoder::new(table.columns.len()),
+                builders: Builders::new(
+                    &table.columns,
+                    table.schema.schema.clone(),
+                    self.batch_rows,
+                    COMPONENT,
+                )?,
+            }),
+            Dialect::MySql => None,
+        };
         let (conn, st, rows) = (self.conn.clone(), state.clone(), self.batch_rows);
         let fetcher = Fetcher::spawn(4, &self.readiness, move |tx| async move {
             let r = match conn.dialect {
-                Dialect::Postgres => fetch_pg(conn, table, st, rows, &tx).await,
+                Dialect::Postgres => fetch_pg(conn, table, st, &tx).await,
                 Dialect::MySql => fetch_mysql(conn, table, st, rows, &tx).await,
             };
             if let Err(e) = r {
@@ -932,6 +959,7 @@ impl JdbcReader {
             state,
             returned: 0,
             fetcher,
+            copy,
         });
         Ok(true)
     }
@@ -961,19 +989,48 @@ impl SourceReader for JdbcReader {
             let Some(cur) = self.current.as_mut() else {
                 continue;
             };
-            match cur.fetcher.try_next()? {
-                Fetched::Item(batch) => {
-                    cur.returned += batch.num_rows() as u64;
-                    let t = &self.tables[cur.state.table];
-                    return Ok(ReadStatus::Batch(ChangeBatch::inserts(
-                        t.schema.name.clone(),
-                        batch,
-                    )));
+            let batch = match cur.fetcher.try_next()? {
+                Fetched::Item(Fetch::Batch(batch)) => Some(batch),
+                Fetched::Item(Fetch::Copy(chunk)) => {
+                    let Some(c) = cur.copy.as_mut() else {
+                        return Err(FerryError::internal("Jdbc: COPY data for a MySQL split"));
+                    };
+                    c.decoder.push(&chunk);
+                    c.decoder.drain(&mut c.builders, self.batch_rows)?;
+                    if c.builders.rows() >= self.batch_rows {
+                        Some(c.builders.finish()?)
+                    } else {
+                        // Not a batch yet: take the next chunk.
+                        continue;
+                    }
                 }
                 Fetched::Empty => return Ok(ReadStatus::Idle(Duration::from_secs(1))),
                 Fetched::Closed => {
-                    self.current = None;
+                    // The rest of the stream, then the next split.
+                    let rest = match cur.copy.as_mut() {
+                        Some(c) => {
+                            c.decoder.drain(&mut c.builders, usize::MAX)?;
+                            (c.builders.rows() > 0)
+                                .then(|| c.builders.finish())
+                                .transpose()?
+                        }
+                        None => None,
+                    };
+                    if rest.is_none() {
+                        self.current = None;
+                        continue;
+                    }
+                    cur.copy = None;
+                    rest
                 }
+            };
+            if let Some(batch) = batch {
+                cur.returned += batch.num_rows() as u64;
+                let t = &self.tables[cur.state.table];
+                return Ok(ReadStatus::Batch(ChangeBatch::inserts(
+                    t.schema.name.clone(),
+                    batch,
+                )));
             }
         }
     }
