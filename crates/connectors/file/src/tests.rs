@@ -1138,6 +1138,67 @@ fn null_typed_columns_round_trip_through_text_and_parquet() {
     }
 }
 
+#[test]
+fn parquet_row_groups_end_at_their_size_so_a_writer_holds_one_bounded_group() {
+    use arrow::array::{Int64Array, StringArray};
+    let schema = Arc::new(Schema::new(vec![
+        arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
+        arrow::datatypes::Field::new("s", arrow::datatypes::DataType::Utf8, false),
+    ]));
+    let table = TableSchema::new("t", schema.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let s = sink(
+        json!({"path": dir.path(), "file_format_type": "parquet"}),
+        &table,
+    );
+    let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
+    let rows = 20_000i64;
+    for start in (0..rows).step_by(1000) {
+        let ids = Int64Array::from_iter_values(start..start + 1000);
+        // Distinct 40-byte strings: no dictionary or run-length shortcut keeps them small.
+        let strs = StringArray::from_iter_values((start..start + 1000).map(|i| format!("{i:040}")));
+        let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(ids), Arc::new(strs)]).unwrap();
+        w.write(&ChangeBatch::inserts("t".into(), b)).unwrap();
+    }
+    let info = w.prepare_commit(1).unwrap().unwrap();
+    s.create_committer()
+        .unwrap()
+        .unwrap()
+        .commit(1, vec![info])
+        .unwrap();
+    let file = walk(dir.path())
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a parquet file");
+    let meta = parquet::file::reader::FileReader::metadata(
+        &parquet::file::serialized_reader::SerializedFileReader::new(
+            std::fs::File::open(&file).unwrap(),
+        )
+        .unwrap(),
+    )
+    .clone();
+    let groups = meta.num_row_groups();
+    assert!(
+        groups > 1,
+        "one row group of {rows} rows: the size bound is not applied"
+    );
+    let total: i64 = meta.row_groups().iter().map(|g| g.num_rows()).sum();
+    assert_eq!(total, rows);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 // ---- several tables (tables_configs) ----
 
 fn create_source(opts: Value, mode: JobMode) -> ferry_api::Result<Arc<dyn ferry_api::Source>> {

@@ -13,6 +13,15 @@ use ferry_api::value::{array_value_to_json, RowStyle};
 use ferry_api::{encode_state, FerryError, Result, SinkWriter};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
+
+/// A Parquet row group ends once its encoded columns reach this size (or at the writer's
+/// 1,048,576-row default, whichever comes first). Without it a wide table's row group held
+/// a million rows of encoded pages in memory per open file.
+#[cfg(not(test))]
+const PARQUET_ROW_GROUP_BYTES: usize = 64 << 20;
+/// Small enough that a unit test's file has several row groups.
+#[cfg(test)]
+const PARQUET_ROW_GROUP_BYTES: usize = 64 << 10;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -261,7 +270,18 @@ impl FileWriter {
             None => self.open_file(t, part)?,
         };
         let res = match &mut out.out {
-            Out::Parquet(w) => w.write(batch).map_err(|e| io_err(&out.staged, e)),
+            Out::Parquet(w) => w
+                .write(batch)
+                .and_then(|()| {
+                    // Row groups by size, as Spark's parquet.block.size: the writer holds
+                    // a row group's encoded columns in memory until it ends.
+                    if w.in_progress_size() >= PARQUET_ROW_GROUP_BYTES {
+                        w.flush()
+                    } else {
+                        Ok(())
+                    }
+                })
+                .map_err(|e| io_err(&out.staged, e)),
             Out::Text(t) => {
                 self.render(batch)?;
                 let bytes = self.encode(&self.line).into_owned();
