@@ -505,7 +505,7 @@ fn kill_group(child: &mut Child) {
 /// workload stops, the target equals the source row for row.
 #[test]
 fn mysql_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
-    const ROWS: u64 = 3_000;
+    const ROWS: u64 = 2_000;
     let venv = PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
         .join(".cache/ferry/spark-venv/bin/python");
     assert!(
@@ -517,7 +517,7 @@ fn mysql_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
         "DROP DATABASE IF EXISTS ferry_mcdc_spark; CREATE DATABASE ferry_mcdc_spark;
          CREATE TABLE ferry_mcdc_spark.src (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext);
          USE ferry_mcdc_spark;
-         INSERT INTO ferry_mcdc_spark.src SELECT seq, 0, concat('row ', seq, repeat(md5(seq), 4)) FROM seq_1_to_{ROWS};"
+         INSERT INTO ferry_mcdc_spark.src SELECT seq * 10, 0, concat('row ', seq, repeat(md5(seq), 4)) FROM seq_1_to_{ROWS};"
     ));
     common::psql(
         "test",
@@ -526,7 +526,7 @@ fn mysql_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
     );
     let dir = tempfile::tempdir().unwrap();
     let job = dir.path().join("job.conf");
-    // Chunks of 150 rows, at most 8 a micro-batch: the snapshot takes at least 3.
+    // Chunks of 100 rows, at most 8 a micro-batch: the snapshot takes at least 3.
     std::fs::write(
         &job,
         r#"
@@ -537,7 +537,7 @@ source {
     username = "root"
     table-names = ["ferry_mcdc_spark.src"]
     server-id = 6202
-    snapshot.split.size = 150
+    snapshot.split.size = 100
     exactly_once = true
   }
 }
@@ -593,18 +593,20 @@ sink {
     };
     let workload = common::Workload::start(
         0xcdc5_9a4d,
-        Duration::from_millis(50),
-        move |round, rng| {
-            let base = ROWS + 1 + round * 10;
+        Duration::from_millis(100),
+        move |_, rng| {
+            // New keys anywhere in the table's key range (ahead of the snapshot's chunks and
+            // behind them), some of them keys deleted before.
+            let base = rng.between(1, ROWS * 10);
             mariadb(&format!(
                 "USE ferry_mcdc_spark; BEGIN;
                  UPDATE src SET v = v + 1, note = concat(note, '.') WHERE id % 13 = {} AND id % 17 = {};
-                 INSERT INTO src (id, v, note) SELECT {base} + seq, 0, repeat(md5(seq), {}) FROM seq_0_to_9;
+                 INSERT IGNORE INTO src (id, v, note) SELECT {base} + seq, 0, repeat(md5(seq), {}) FROM seq_0_to_4;
                  DELETE FROM src WHERE id % 1009 = {} AND id % 7 = {};
                  COMMIT;",
                 rng.between(0, 13),
                 rng.between(0, 17),
-                rng.between(1, 300),
+                rng.between(1, 100),
                 rng.between(0, 1009),
                 rng.between(0, 7)
             ));
@@ -631,8 +633,8 @@ sink {
                 common::stderr_of(child)
             );
         }
-        // Inside the snapshot: soon, before it ends (3000 rows and the workload's inserts,
-        // at most 8 chunks of 150 a micro-batch).
+        // Inside the snapshot: soon, before it ends (2000 rows and the workload's inserts,
+        // at most 8 chunks of 100 a micro-batch).
         let pause = if round == 0 { (0, 400) } else { (100, 1_500) };
         std::thread::sleep(Duration::from_millis(rng.between(pause.0, pause.1)));
         if let Ok(Some(status)) = child.try_wait() {
