@@ -6,6 +6,7 @@
 //! (streaming result sets). See `docs/connectors/Jdbc.md`.
 
 mod copy;
+mod copy_binary;
 mod render;
 mod sink;
 mod source;

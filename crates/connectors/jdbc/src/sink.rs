@@ -27,6 +27,7 @@ use mysql_async::prelude::Queryable;
 use serde_json::Value;
 
 use crate::copy::CsvColumns;
+use crate::copy_binary::{self, BinaryColumns};
 use crate::render::{bind_query, push_literal};
 use ferry_db::catalog::{literal, pg_rows};
 use ferry_db::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect, CONN_OPTIONS};
@@ -575,7 +576,35 @@ fn pg_transient(e: &tokio_postgres::Error) -> bool {
         })
 }
 
-/// Streams `data` (CSV lines) into `COPY … FROM STDIN`.
+/// Targets a binary COPY was started for, so that tests can tell which format ran.
+#[cfg(test)]
+pub(crate) static BINARY_COPIES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The type OIDs of a COPY target's columns, in the order they are written; `None` (CSV
+/// is written then) when the table cannot be read now (it may be created later, by
+/// another writer's setup) or lacks a column (the COPY then fails naming it).
+async fn column_types(c: &tokio_postgres::Client, t: &Target) -> Option<Vec<u32>> {
+    let rows = c
+        .query(
+            "SELECT attname::text, atttypid FROM pg_attribute WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped",
+            &[&t.quoted],
+        )
+        .await
+        .map_err(|e| tracing::debug!(table = %t.quoted, error = %pg_error_text(&e), "Jdbc: COPY target's column types not read; writing CSV"))
+        .ok()?;
+    let by_name: HashMap<String, u32> = rows
+        .iter()
+        .filter_map(|r| {
+            Some((
+                r.try_get::<_, String>(0).ok()?,
+                r.try_get::<_, u32>(1).ok()?,
+            ))
+        })
+        .collect();
+    t.columns.iter().map(|c| by_name.get(c).copied()).collect()
+}
+
+/// Streams `data` (CSV lines or binary rows) into `COPY … FROM STDIN`.
 async fn copy_in(
     c: &tokio_postgres::Client,
     sql: &str,
@@ -825,10 +854,18 @@ impl Sink for JdbcSink {
         let conn = info.clone();
         let name = fence.clone();
         let lazy = info.dialect == Dialect::Postgres && !self.exactly_once;
-        let (mut c, async_commits) = block_on(async move {
+        let targets = self.targets.clone();
+        let (mut c, async_commits, copy_types) = block_on(async move {
             let mut c = Conn::open(&conn).await?;
             if let Some(name) = &name {
                 take_name(&mut c, name).await;
+            }
+            let mut copy_types = Vec::with_capacity(targets.len());
+            for t in targets.iter() {
+                copy_types.push(match &c {
+                    Conn::Pg(client) if t.copy => column_types(client, t).await,
+                    _ => None,
+                });
             }
             let async_commits = if lazy {
                 Some(AsyncCommits {
@@ -838,7 +875,7 @@ impl Sink for JdbcSink {
             } else {
                 None
             };
-            Ok((c, async_commits))
+            Ok((c, async_commits, copy_types))
         })?;
         let prefix = format!("ferry:{}:{}:", ctx.job.job_id, ctx.subtask);
         let restored: Option<WriterState> = restored
@@ -877,6 +914,7 @@ impl Sink for JdbcSink {
             last_checkpoint,
             mysql_xid: None,
             async_commits,
+            copy_types,
         }))
     }
 
@@ -950,8 +988,12 @@ enum Op {
     Delete { target: usize, keys: Vec<String> },
     /// Statements of the user's query.
     Query { statements: Vec<String> },
-    /// Rows appended with COPY, as CSV lines.
-    Copy { target: usize, data: Vec<u8> },
+    /// Rows appended with COPY: CSV lines, or binary rows after the binary header.
+    Copy {
+        target: usize,
+        data: Vec<u8>,
+        binary: bool,
+    },
 }
 
 /// What one flush sends, in order: statements (several joined in one round trip), and
@@ -985,6 +1027,9 @@ struct JdbcWriter {
     /// PostgreSQL without XA: flushes commit without waiting for the disk (see
     /// [`AsyncCommits`]).
     async_commits: Option<AsyncCommits>,
+    /// Per target with `use_copy_statement`: its columns' type OIDs, for binary COPY
+    /// ([`crate::copy_binary`]); `None` when they could not be read (CSV is written then).
+    copy_types: Vec<Option<Vec<u32>>>,
 }
 
 /// A PostgreSQL writer's flushes between checkpoints commit with `synchronous_commit =
@@ -1021,13 +1066,14 @@ impl JdbcWriter {
         let d = self.dialect;
         match op {
             Op::Query { statements } => statements.join(";\n"),
-            Op::Copy { target, .. } => {
+            Op::Copy { target, binary, .. } => {
                 let t = &self.targets[*target];
                 let cols: Vec<String> = t.columns.iter().map(|c| d.quote(c)).collect();
                 format!(
-                    "COPY {} ({}) FROM STDIN (FORMAT csv)",
+                    "COPY {} ({}) FROM STDIN (FORMAT {})",
                     t.quoted,
-                    cols.join(", ")
+                    cols.join(", "),
+                    if *binary { "binary" } else { "csv" }
                 )
             }
             Op::Write { target, rows, .. } => {
@@ -1115,7 +1161,13 @@ impl JdbcWriter {
         let mut parts: Vec<Part> = Vec::new();
         for op in ops {
             let stmt = self.statement(&op);
-            if let Op::Copy { data, .. } = op {
+            if let Op::Copy {
+                mut data, binary, ..
+            } = op
+            {
+                if binary {
+                    data.extend_from_slice(copy_binary::TRAILER);
+                }
                 parts.push(Part::Copy {
                     sql: stmt,
                     data: data.into(),
@@ -1217,11 +1269,18 @@ impl SinkWriter for JdbcWriter {
         let t = self.targets[ti].clone();
         let cols = batch.data.columns();
         let all: Vec<usize> = (0..cols.len()).collect();
-        let csv = if t.copy {
+        // COPY: binary when every column has an exact binary form for its target column's
+        // type, CSV otherwise.
+        let bin = match self.copy_types.get(ti) {
+            Some(Some(types)) if t.copy => BinaryColumns::new(cols, &all, types),
+            _ => None,
+        };
+        let csv = if t.copy && bin.is_none() {
             Some(CsvColumns::new(cols, &all).map_err(|m| FerryError::data(COMPONENT, m))?)
         } else {
             None
         };
+        let binary = bin.is_some();
         for i in 0..batch.num_rows() {
             let kind = batch.kind(i);
             if let Some(q) = &t.query {
@@ -1265,13 +1324,25 @@ impl SinkWriter for JdbcWriter {
                             t.quoted
                         )))
                     }
-                    _ if csv.is_some() => {
-                        let reuse = matches!(self.pending.last(), Some(Op::Copy { target, .. }) if *target == ti);
+                    _ if csv.is_some() || bin.is_some() => {
+                        let reuse = matches!(self.pending.last(), Some(Op::Copy { target, binary: b, .. }) if *target == ti && *b == binary);
                         if !reuse {
-                            self.pending.push(Op::Copy { target: ti, data: Vec::new() });
+                            let data = if binary { copy_binary::HEADER.to_vec() } else { Vec::new() };
+                            #[cfg(test)]
+                            if binary {
+                                if let Ok(mut seen) = BINARY_COPIES.lock() {
+                                    seen.push(t.quoted.clone());
+                                }
+                            }
+                            self.pending.push(Op::Copy { target: ti, data, binary });
                         }
-                        if let (Some(Op::Copy { data, .. }), Some(csv)) = (self.pending.last_mut(), &csv) {
-                            csv.push_row(data, i).map_err(|m| FerryError::data(COMPONENT, m))?;
+                        if let Some(Op::Copy { data, .. }) = self.pending.last_mut() {
+                            let pushed = match (&bin, &csv) {
+                                (Some(b), _) => b.push_row(data, i),
+                                (None, Some(c)) => c.push_row(data, i),
+                                (None, None) => Ok(()),
+                            };
+                            pushed.map_err(|m| FerryError::data(COMPONENT, format!("table {}: {m}", t.quoted)))?;
                         }
                     }
                     _ => {

@@ -1,0 +1,465 @@
+//! Rows as PostgreSQL binary `COPY … FROM STDIN (FORMAT binary)` input, for
+//! `use_copy_statement` when every column's Arrow type has an exact binary form for its
+//! target column's type.
+//!
+//! Binary input skips the server's text parsing of every value (a large part of a COPY's
+//! server time for numbers, timestamps and uuids), but the server then takes each value's
+//! bytes as the target type's own wire form: a pair this module does not know (a string
+//! into an `inet` or PostGIS column, a list into an array) is never guessed at, and the
+//! sink writes that table as CSV instead ([`crate::copy`]), where the server's input
+//! functions parse the text as an INSERT would.
+//!
+//! Columns are matched to their encoder once a batch ([`BinaryColumns::new`]); each value
+//! is then written straight into the output buffer, with no allocation per row.
+
+use arrow::array::*;
+use arrow::datatypes::{DataType, TimeUnit};
+
+/// The binary COPY header: signature, flags, header extension length.
+pub const HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
+/// The binary COPY trailer: a field count of -1.
+pub const TRAILER: &[u8] = &[0xff, 0xff];
+
+/// PostgreSQL type OIDs this module writes (`pg_type.oid`, fixed for built-in types).
+pub mod oid {
+    pub const BOOL: u32 = 16;
+    pub const BYTEA: u32 = 17;
+    pub const INT8: u32 = 20;
+    pub const INT2: u32 = 21;
+    pub const INT4: u32 = 23;
+    pub const TEXT: u32 = 25;
+    pub const JSON: u32 = 114;
+    pub const FLOAT4: u32 = 700;
+    pub const FLOAT8: u32 = 701;
+    pub const BPCHAR: u32 = 1042;
+    pub const VARCHAR: u32 = 1043;
+    pub const DATE: u32 = 1082;
+    pub const TIME: u32 = 1083;
+    pub const TIMESTAMP: u32 = 1114;
+    pub const TIMESTAMPTZ: u32 = 1184;
+    pub const NUMERIC: u32 = 1700;
+    pub const UUID: u32 = 2950;
+    pub const JSONB: u32 = 3802;
+}
+
+/// Microseconds and days from the Unix epoch to PostgreSQL's (2000-01-01).
+const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+const PG_EPOCH_DAYS: i32 = 10_957;
+
+/// How one column's values are written.
+enum Enc<'a> {
+    /// Every value NULL (an Arrow `Null` column).
+    Null,
+    Bool(&'a BooleanArray),
+    /// Integers widened to the target's 2, 4 or 8 bytes.
+    I8(&'a Int8Array, u8),
+    I16(&'a Int16Array, u8),
+    I32(&'a Int32Array, u8),
+    I64(&'a Int64Array),
+    F32(&'a Float32Array, bool),
+    F64(&'a Float64Array),
+    /// Text as is; `jsonb` prefixed with its version byte.
+    Str(&'a StringArray, bool),
+    LargeStr(&'a LargeStringArray, bool),
+    Uuid(&'a StringArray),
+    Bin(&'a BinaryArray),
+    LargeBin(&'a LargeBinaryArray),
+    Date(&'a Date32Array),
+    Time(&'a Time64MicrosecondArray),
+    Timestamp(&'a TimestampMicrosecondArray),
+    Numeric(&'a Decimal128Array, u8),
+}
+
+/// The columns of one batch, ready to be written as binary COPY rows.
+pub struct BinaryColumns<'a> {
+    encs: Vec<Enc<'a>>,
+}
+
+/// The encoder for an array into a column of type `oid`, or `None` when the pair has no
+/// exact binary form here.
+fn enc(a: &dyn Array, oid: u32) -> Option<Enc<'_>> {
+    use oid::*;
+    let any = a.as_any();
+    let width = |o: u32| match o {
+        INT2 => Some(2u8),
+        INT4 => Some(4),
+        INT8 => Some(8),
+        _ => None,
+    };
+    Some(match (a.data_type(), oid) {
+        (DataType::Null, _) => Enc::Null,
+        (DataType::Boolean, BOOL) => Enc::Bool(any.downcast_ref()?),
+        (DataType::Int8, o) => Enc::I8(any.downcast_ref()?, width(o)?),
+        (DataType::Int16, o) => Enc::I16(any.downcast_ref()?, width(o)?),
+        (DataType::Int32, INT4 | INT8) => Enc::I32(any.downcast_ref()?, width(oid)?),
+        (DataType::Int64, INT8) => Enc::I64(any.downcast_ref()?),
+        (DataType::Float32, FLOAT4) => Enc::F32(any.downcast_ref()?, false),
+        (DataType::Float32, FLOAT8) => Enc::F32(any.downcast_ref()?, true),
+        (DataType::Float64, FLOAT8) => Enc::F64(any.downcast_ref()?),
+        (DataType::Utf8, TEXT | VARCHAR | BPCHAR | JSON) => Enc::Str(any.downcast_ref()?, false),
+        (DataType::Utf8, JSONB) => Enc::Str(any.downcast_ref()?, true),
+        (DataType::Utf8, UUID) => Enc::Uuid(any.downcast_ref()?),
+        (DataType::LargeUtf8, TEXT | VARCHAR | BPCHAR | JSON) => {
+            Enc::LargeStr(any.downcast_ref()?, false)
+        }
+        (DataType::LargeUtf8, JSONB) => Enc::LargeStr(any.downcast_ref()?, true),
+        (DataType::Binary, BYTEA) => Enc::Bin(any.downcast_ref()?),
+        (DataType::LargeBinary, BYTEA) => Enc::LargeBin(any.downcast_ref()?),
+        (DataType::Date32, DATE) => Enc::Date(any.downcast_ref()?),
+        (DataType::Time64(TimeUnit::Microsecond), TIME) => Enc::Time(any.downcast_ref()?),
+        // Microseconds from the epoch, UTC, into either column type: Ferry reads
+        // `timestamptz` as UTC wall-clock time, zone-less, and the CSV path writes an
+        // instant with its `+00` zone, so both paths write the same instants.
+        (DataType::Timestamp(TimeUnit::Microsecond, _), TIMESTAMP | TIMESTAMPTZ) => {
+            Enc::Timestamp(any.downcast_ref()?)
+        }
+        (DataType::Decimal128(_, s), NUMERIC) if (0..=38).contains(s) => {
+            Enc::Numeric(any.downcast_ref()?, *s as u8)
+        }
+        _ => return None,
+    })
+}
+
+impl<'a> BinaryColumns<'a> {
+    /// The columns `idx` of `cols` written into target columns of types `oids` (in the
+    /// same order), or `None` when one of them has no exact binary form here.
+    pub fn new(cols: &'a [ArrayRef], idx: &[usize], oids: &[u32]) -> Option<Self> {
+        if idx.len() != oids.len() || idx.len() > i16::MAX as usize {
+            return None;
+        }
+        let encs = idx
+            .iter()
+            .zip(oids)
+            .map(|(&i, &o)| enc(cols.get(i)?.as_ref(), o))
+            .collect::<Option<_>>()?;
+        Some(BinaryColumns { encs })
+    }
+
+    /// Appends row `i`; an error names a value the target type cannot hold.
+    pub fn push_row(&self, out: &mut Vec<u8>, i: usize) -> Result<(), String> {
+        out.extend_from_slice(&(self.encs.len() as i16).to_be_bytes());
+        for e in &self.encs {
+            push_value(out, e, i)?;
+        }
+        Ok(())
+    }
+}
+
+fn null(out: &mut Vec<u8>) {
+    out.extend_from_slice(&(-1i32).to_be_bytes());
+}
+
+fn field(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), String> {
+    let len = i32::try_from(bytes.len()).map_err(|_| "a value over 2 GiB".to_string())?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(bytes);
+    Ok(())
+}
+
+fn int(out: &mut Vec<u8>, v: i64, width: u8) {
+    match width {
+        2 => field_fixed(out, &(v as i16).to_be_bytes()),
+        4 => field_fixed(out, &(v as i32).to_be_bytes()),
+        _ => field_fixed(out, &v.to_be_bytes()),
+    }
+}
+
+fn field_fixed(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn push_value(out: &mut Vec<u8>, e: &Enc, i: usize) -> Result<(), String> {
+    macro_rules! nullable {
+        ($a:expr) => {
+            if $a.is_null(i) {
+                null(out);
+                return Ok(());
+            }
+        };
+    }
+    match e {
+        Enc::Null => null(out),
+        Enc::Bool(a) => {
+            nullable!(a);
+            field_fixed(out, &[a.value(i) as u8]);
+        }
+        // Widening only (an i8 fits every width): no value can be cut.
+        Enc::I8(a, w) => {
+            nullable!(a);
+            int(out, a.value(i) as i64, *w);
+        }
+        Enc::I16(a, w) => {
+            nullable!(a);
+            let v = a.value(i);
+            if *w == 2 {
+                field_fixed(out, &v.to_be_bytes());
+            } else {
+                int(out, v as i64, *w);
+            }
+        }
+        Enc::I32(a, w) => {
+            nullable!(a);
+            int(out, a.value(i) as i64, *w);
+        }
+        Enc::I64(a) => {
+            nullable!(a);
+            field_fixed(out, &a.value(i).to_be_bytes());
+        }
+        Enc::F32(a, wide) => {
+            nullable!(a);
+            if *wide {
+                field_fixed(out, &(a.value(i) as f64).to_be_bytes());
+            } else {
+                field_fixed(out, &a.value(i).to_be_bytes());
+            }
+        }
+        Enc::F64(a) => {
+            nullable!(a);
+            field_fixed(out, &a.value(i).to_be_bytes());
+        }
+        Enc::Str(a, jsonb) => {
+            nullable!(a);
+            text(out, a.value(i), *jsonb)?;
+        }
+        Enc::LargeStr(a, jsonb) => {
+            nullable!(a);
+            text(out, a.value(i), *jsonb)?;
+        }
+        Enc::Uuid(a) => {
+            nullable!(a);
+            let s = a.value(i);
+            let u = parse_uuid(s).ok_or_else(|| format!("'{s}' is not a uuid"))?;
+            field_fixed(out, &u);
+        }
+        Enc::Bin(a) => {
+            nullable!(a);
+            field(out, a.value(i))?;
+        }
+        Enc::LargeBin(a) => {
+            nullable!(a);
+            field(out, a.value(i))?;
+        }
+        Enc::Date(a) => {
+            nullable!(a);
+            let d = a
+                .value(i)
+                .checked_sub(PG_EPOCH_DAYS)
+                .ok_or("a date out of range")?;
+            field_fixed(out, &d.to_be_bytes());
+        }
+        Enc::Time(a) => {
+            nullable!(a);
+            field_fixed(out, &a.value(i).to_be_bytes());
+        }
+        Enc::Timestamp(a) => {
+            nullable!(a);
+            let t = a
+                .value(i)
+                .checked_sub(PG_EPOCH_MICROS)
+                .ok_or("a timestamp out of range")?;
+            field_fixed(out, &t.to_be_bytes());
+        }
+        Enc::Numeric(a, scale) => {
+            nullable!(a);
+            numeric(out, a.value(i), *scale);
+        }
+    }
+    Ok(())
+}
+
+fn text(out: &mut Vec<u8>, s: &str, jsonb: bool) -> Result<(), String> {
+    if jsonb {
+        let len = i32::try_from(s.len() + 1).map_err(|_| "a value over 2 GiB".to_string())?;
+        out.extend_from_slice(&len.to_be_bytes());
+        out.push(1);
+        out.extend_from_slice(s.as_bytes());
+        Ok(())
+    } else {
+        field(out, s.as_bytes())
+    }
+}
+
+/// 32 hex digits, with or without the hyphens (as `uuid_in` accepts them: no braces).
+fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    let mut out = [0u8; 16];
+    let mut n = 0;
+    for c in s.bytes() {
+        if c == b'-' {
+            continue;
+        }
+        let v = (c as char).to_digit(16)? as u8;
+        let byte = out.get_mut(n / 2)?;
+        *byte = if n % 2 == 0 { v << 4 } else { *byte | v };
+        n += 1;
+    }
+    (n == 32).then_some(out)
+}
+
+/// `numeric`'s binary form: digit count, weight (of the first base-10000 digit), sign and
+/// display scale, then the base-10000 digits, most significant first, without leading or
+/// trailing zero digits.
+fn numeric(out: &mut Vec<u8>, v: i128, scale: u8) {
+    let s = scale as i32;
+    let neg = v < 0;
+    let mut a = v.unsigned_abs();
+    // Decimal digits, least significant first (an i128 has at most 39).
+    let mut dec = [0u8; 40];
+    let mut n = 0usize;
+    while a > 0 {
+        dec[n] = (a % 10) as u8;
+        a /= 10;
+        n += 1;
+    }
+    // The digit of decimal exponent e (value = Σ digit·10^e).
+    let digit = |e: i32| -> i16 {
+        let p = e + s;
+        if p >= 0 && (p as usize) < n {
+            dec[p as usize] as i16
+        } else {
+            0
+        }
+    };
+    let mut groups = [0i16; 12];
+    let mut count = 0usize;
+    let mut weight = 0i32;
+    if n > 0 {
+        let hi = (n as i32 - 1 - s).div_euclid(4);
+        let lo = (-s).div_euclid(4);
+        let mut g = hi;
+        while g >= lo {
+            let base = 4 * g;
+            let value =
+                digit(base) + 10 * digit(base + 1) + 100 * digit(base + 2) + 1000 * digit(base + 3);
+            if count == 0 && value == 0 {
+                // A leading zero digit (the highest group may be empty).
+                g -= 1;
+                continue;
+            }
+            if count == 0 {
+                weight = g;
+            }
+            groups[count] = value;
+            count += 1;
+            g -= 1;
+        }
+        while count > 0 && groups[count - 1] == 0 {
+            count -= 1;
+        }
+    }
+    let len = 8 + 2 * count;
+    out.extend_from_slice(&(len as i32).to_be_bytes());
+    out.extend_from_slice(&(count as i16).to_be_bytes());
+    out.extend_from_slice(&(weight as i16).to_be_bytes());
+    out.extend_from_slice(&(if neg && count > 0 { 0x4000u16 } else { 0 }).to_be_bytes());
+    out.extend_from_slice(&(scale as i16).to_be_bytes());
+    for g in &groups[..count] {
+        out.extend_from_slice(&g.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numeric_text(v: i128, scale: u8) -> String {
+        let mut out = Vec::new();
+        numeric(&mut out, v, scale);
+        let b = &out[4..];
+        let be = |i: usize| i16::from_be_bytes([b[i], b[i + 1]]);
+        let (count, weight, sign, dscale) = (be(0), be(2), be(4) as u16, be(6));
+        assert_eq!(dscale as u8, scale);
+        // Rebuild the value from the digits, in decimal text, to compare.
+        let mut int = String::new();
+        let mut frac = String::new();
+        for k in 0..count as i32 {
+            let d = be(8 + 2 * k as usize);
+            assert!((0..10000).contains(&d), "digit {d}");
+            let w = weight - k as i16;
+            if w >= 0 {
+                int.push_str(&format!("{d:04}"));
+            } else {
+                while frac.len() < ((-w - 1) * 4) as usize {
+                    frac.push('0');
+                }
+                frac.push_str(&format!("{d:04}"));
+            }
+        }
+        // Integer groups the digits skipped (trailing zero groups before the point).
+        let last_w = weight as i32 - count as i32 + 1;
+        for _ in 0..last_w.max(0) {
+            int.push_str("0000");
+        }
+        let int = int.trim_start_matches('0');
+        let int = if int.is_empty() { "0" } else { int };
+        while frac.len() < scale as usize {
+            frac.push('0');
+        }
+        let frac = &frac[..scale as usize];
+        let sign = if sign == 0x4000 { "-" } else { "" };
+        if scale == 0 {
+            format!("{sign}{int}")
+        } else {
+            format!("{sign}{int}.{frac}")
+        }
+    }
+
+    fn expected(v: i128, scale: u8) -> String {
+        arrow::array::Decimal128Array::from(vec![v])
+            .with_precision_and_scale(38, scale as i8)
+            .unwrap()
+            .value_as_string(0)
+    }
+
+    #[test]
+    fn numerics_encode_every_scale_and_magnitude() {
+        let values: Vec<i128> = vec![
+            0,
+            1,
+            -1,
+            9999,
+            10000,
+            123456789,
+            -100000000,
+            10i128.pow(37),
+            -(10i128.pow(38) - 1),
+            10i128.pow(38) - 1,
+            4200,
+            1_0000_0000_0001,
+        ];
+        for scale in 0..=38u8 {
+            for &v in &values {
+                let got = numeric_text(v, scale);
+                let want = expected(v, scale);
+                let want = if v == 0 && want.starts_with('-') {
+                    want[1..].to_string()
+                } else {
+                    want
+                };
+                assert_eq!(got, want, "{v} scale {scale}");
+            }
+        }
+    }
+
+    #[test]
+    fn uuids_parse_with_and_without_hyphens_and_refuse_others() {
+        let u = parse_uuid("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11").unwrap();
+        assert_eq!(u[0], 0xa0);
+        assert_eq!(u[15], 0x11);
+        assert_eq!(parse_uuid("a0eebc999c0b4ef8bb6d6bb9bd380a11"), Some(u));
+        assert_eq!(parse_uuid("a0eebc99"), None);
+        assert_eq!(parse_uuid("g0eebc999c0b4ef8bb6d6bb9bd380a11"), None);
+        assert_eq!(parse_uuid("a0eebc999c0b4ef8bb6d6bb9bd380a1100"), None);
+    }
+
+    #[test]
+    fn unknown_pairs_fall_back() {
+        let a: ArrayRef = std::sync::Arc::new(Int64Array::from(vec![1]));
+        let s: ArrayRef = std::sync::Arc::new(StringArray::from(vec!["10.0.0.1"]));
+        let cols = vec![a, s];
+        // int8 into int4 could cut; text into inet (869) needs the server's parser.
+        assert!(BinaryColumns::new(&cols, &[0], &[oid::INT4]).is_none());
+        assert!(BinaryColumns::new(&cols, &[1], &[869]).is_none());
+        assert!(BinaryColumns::new(&cols, &[0, 1], &[oid::INT8, oid::TEXT]).is_some());
+    }
+}
