@@ -670,7 +670,7 @@ sink {
             "SELECT id, v, md5(note) FROM ferry_mcdc_spark.dst ORDER BY id",
         )
     };
-    let same = common::eventually(Duration::from_secs(120), || src() == dst());
+    let same = common::eventually(Duration::from_secs(180), || src() == dst());
     eprintln!("target equal to the source at {:?}: {same}", t0.elapsed());
     common::request_savepoint("mcdcspark", &ckpt);
     let status = common::wait_for(&mut last, Duration::from_secs(120), "the last run");
