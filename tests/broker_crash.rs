@@ -10,10 +10,10 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{eventually, ferry, output_ids, wait_for, Rng};
+use common::{eventually, output_ids, wait_for, Rng};
 
 fn unique(what: &str) -> String {
     let nanos = SystemTime::now()
@@ -122,31 +122,6 @@ sink {{
     }
 }
 
-/// Starts the job on `engine` in a process group of its own, so that [`kill`] takes the
-/// Spark driver's JVM and Python workers with it.
-fn start(s: &Setup, engine: &str) -> Child {
-    use std::os::unix::process::CommandExt;
-    ferry()
-        .arg("run")
-        .arg(&s.job)
-        .args(["--engine", engine, "--job-id", "crash", "--checkpoint-dir"])
-        .arg(&s.ckpt)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("ferry starts")
-}
-
-/// SIGKILL to the job's whole process group.
-fn kill(child: &mut Child) {
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", "--"])
-        .arg(format!("-{}", child.id()))
-        .status();
-    let _ = wait_for(child, Duration::from_secs(30), "the killed job");
-}
-
 /// Micro-batches the Spark engine has planned for the job's first sink so far.
 fn spark_batches(s: &Setup) -> usize {
     std::fs::read_dir(s.ckpt.join("crash/query-0/offsets"))
@@ -167,7 +142,7 @@ fn kill_repeatedly(
     let mut rng = Rng(seed);
     for round in 0..kills {
         let planned = spark_batches(s);
-        let mut child = start(s, engine);
+        let mut child = common::start_group(&s.job, engine, "crash", &s.ckpt);
         if engine == "spark" {
             // An upper bound: a Spark session took 60 s to start on a loaded machine.
             let started = eventually(Duration::from_secs(180), || spark_batches(s) > planned);
@@ -189,13 +164,13 @@ fn kill_repeatedly(
                 common::stderr_of(child)
             );
         }
-        kill(&mut child);
+        common::kill_group(&mut child);
     }
 }
 
 fn finish_and_check(s: &Setup, engine: &str) {
     let expected = s.published;
-    let mut last = start(s, engine);
+    let mut last = common::start_group(&s.job, engine, "crash", &s.ckpt);
     // Upper bounds, not delays (a Spark session alone may take a minute to start).
     let done = eventually(Duration::from_secs(240), || {
         output_ids(&s.output).len() as u64 >= expected

@@ -20,9 +20,8 @@
 
 mod common;
 
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -473,31 +472,6 @@ fn check_states_the_guarantee_and_the_engines_and_never_shows_the_password() {
     assert!(text.contains("engines: local, spark"), "{text}");
 }
 
-/// Starts `ferry run JOB --engine spark` in a process group of its own, so that
-/// [`kill_group`] kills the driver, its JVM and its Python workers together.
-fn start_spark_group(job: &Path, job_id: &str, ckpt: &Path) -> Child {
-    common::ferry()
-        .arg("run")
-        .arg(job)
-        .args(["--engine", "spark", "--job-id", job_id, "--checkpoint-dir"])
-        .arg(ckpt)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("ferry starts")
-}
-
-/// SIGKILL to the whole process group of `child` (see [`start_spark_group`]).
-fn kill_group(child: &mut Child) {
-    // The group may have ended by itself meanwhile: then there is nothing to kill.
-    let _ = Command::new("kill")
-        .args(["-KILL", "--"])
-        .arg(format!("-{}", child.id()))
-        .status();
-    let _ = common::wait_for(child, Duration::from_secs(30), "the killed driver");
-}
-
 /// MySQL-CDC on Spark (micro-batches bounded at the binlog's end) into a keyed Jdbc
 /// (PostgreSQL) target, under a continuous workload of multi-statement transactions
 /// (updates, inserts with large values, deletes), the driver's whole process group killed
@@ -616,7 +590,7 @@ sink {
     let t0 = std::time::Instant::now();
     for round in 0..2 {
         let planned = batches();
-        let mut child = start_spark_group(&job, "mcdcspark", &ckpt);
+        let mut child = common::start_group(&job, "spark", "mcdcspark", &ckpt);
         // The first kill lands in the snapshot, once a micro-batch of it has committed (the
         // next is logged); the second in the binlog phase, after the snapshot.
         let ready = if round == 0 {
@@ -627,7 +601,7 @@ sink {
             })
         };
         if !ready {
-            kill_group(&mut child);
+            common::kill_group(&mut child);
             panic!(
                 "round {round}: the job did not get there: {}",
                 common::stderr_of(child)
@@ -643,7 +617,7 @@ sink {
                 common::stderr_of(child)
             );
         }
-        kill_group(&mut child);
+        common::kill_group(&mut child);
         let snapshot = in_snapshot();
         eprintln!(
             "round {round}: killed at {:?} after {} micro-batches (in the snapshot: {snapshot}), {} rows in the target",
@@ -657,7 +631,7 @@ sink {
             "round {round}: killed in the wrong phase"
         );
     }
-    let mut last = start_spark_group(&job, "mcdcspark", &ckpt);
+    let mut last = common::start_group(&job, "spark", "mcdcspark", &ckpt);
     common::wait_running("mcdcspark", &ckpt, "spark", Duration::from_secs(180));
     std::thread::sleep(Duration::from_secs(2));
     let rounds = workload.stop();

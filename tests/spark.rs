@@ -490,32 +490,6 @@ fn a_job_file_error_is_reported_before_spark_starts() {
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
-/// Starts `ferry run JOB --engine spark --job-id ID` in a process group of its own, so that
-/// [`kill_group`] can kill the driver, its JVM and its Python workers together.
-fn start_spark_group(job: &Path, job_id: &str, ckpt: &Path) -> Child {
-    use std::os::unix::process::CommandExt;
-    ferry()
-        .arg("run")
-        .arg(job)
-        .args(["--engine", "spark", "--job-id", job_id, "--checkpoint-dir"])
-        .arg(ckpt)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("ferry starts")
-}
-
-/// SIGKILL to the whole process group of `child` (see [`start_spark_group`]).
-fn kill_group(child: &mut Child) {
-    // The group may have ended by itself meanwhile: then there is nothing to kill.
-    let _ = Command::new("kill")
-        .args(["-KILL", "--"])
-        .arg(format!("-{}", child.id()))
-        .status();
-    let _ = wait_for(child, Duration::from_secs(30), "the killed driver");
-}
-
 /// One run per job id on Spark: the driver holds the job directory's lock from before its
 /// Spark session starts, so a second run is refused at once, naming it; after the first is
 /// killed with SIGKILL, a new run gets the lock. No micro-batch needs to run, so this costs
@@ -531,7 +505,7 @@ fn a_second_spark_run_of_a_running_job_is_refused_until_the_first_is_killed() {
     )
     .unwrap();
     let ckpt = root.path().join("ck");
-    let mut first = start_spark_group(&job, "stwice", &ckpt);
+    let mut first = common::start_group(&job, "spark", "stwice", &ckpt);
     wait_running_spark("stwice", &ckpt);
     let started = Instant::now();
     let out = run_spark(
@@ -556,14 +530,14 @@ fn a_second_spark_run_of_a_running_job_is_refused_until_the_first_is_killed() {
     assert!(!err.contains("session started"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(30));
 
-    kill_group(&mut first);
+    common::kill_group(&mut first);
     let line = jobs_line("stwice", &ckpt);
     assert!(line.contains("CRASHED"), "{line}");
-    let mut third = start_spark_group(&job, "stwice", &ckpt);
+    let mut third = common::start_group(&job, "spark", "stwice", &ckpt);
     wait_running_spark("stwice", &ckpt);
     let line = jobs_line("stwice", &ckpt);
     assert!(line.contains(&format!(" {} ", third.id())), "{line}");
-    kill_group(&mut third);
+    common::kill_group(&mut third);
 }
 
 const ROWS_PER_FILE: u64 = 100;
@@ -863,14 +837,14 @@ impl Driver {
     }
 
     fn kill(&mut self) {
-        kill_group(&mut self.child);
+        common::kill_group(&mut self.child);
     }
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
-            kill_group(&mut self.child);
+            common::kill_group(&mut self.child);
         }
     }
 }
@@ -1129,10 +1103,10 @@ fn postgres_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
     let mut kills_in_snapshot = 0;
     for round in 0..5 {
         let planned = batches(&ckpt);
-        let mut child = start_spark_group(&job, "sparkcdccrash", &ckpt);
+        let mut child = common::start_group(&job, "spark", "sparkcdccrash", &ckpt);
         let started = eventually(Duration::from_secs(240), || batches(&ckpt) > planned);
         if !started {
-            kill_group(&mut child);
+            common::kill_group(&mut child);
             panic!(
                 "round {round}: no micro-batch started: {}",
                 stderr_of(child)
@@ -1151,7 +1125,7 @@ fn postgres_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
                 stderr_of(child)
             );
         }
-        kill_group(&mut child);
+        common::kill_group(&mut child);
         let snapshot = in_snapshot(&ckpt);
         kills_in_snapshot += snapshot as u32;
         eprintln!(
@@ -1160,7 +1134,7 @@ fn postgres_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
             psql("test", &format!("SELECT count(*) FROM {schema}.dst")).trim()
         );
     }
-    let mut last = start_spark_group(&job, "sparkcdccrash", &ckpt);
+    let mut last = common::start_group(&job, "spark", "sparkcdccrash", &ckpt);
     wait_running_spark("sparkcdccrash", &ckpt);
     psql(
         "test",

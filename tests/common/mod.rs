@@ -369,3 +369,35 @@ impl Workload {
         self.thread.join().expect("the workload thread")
     }
 }
+
+/// Starts `ferry run JOB --engine ENGINE --job-id ID --checkpoint-dir CKPT` in a process
+/// group of its own, so that [`kill_group`] kills the driver, its JVM and its Python workers
+/// together (on Spark), or the embedded engine's one process.
+pub fn start_group(
+    job: &std::path::Path,
+    engine: &str,
+    job_id: &str,
+    ckpt: &std::path::Path,
+) -> Child {
+    use std::os::unix::process::CommandExt;
+    ferry()
+        .arg("run")
+        .arg(job)
+        .args(["--engine", engine, "--job-id", job_id, "--checkpoint-dir"])
+        .arg(ckpt)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("ferry starts")
+}
+
+/// SIGKILL to the whole process group of `child` (see [`start_group`]), then waits for it.
+pub fn kill_group(child: &mut Child) {
+    // The group may have ended by itself meanwhile: then there is nothing to kill.
+    let _ = Command::new("kill")
+        .args(["-KILL", "--"])
+        .arg(format!("-{}", child.id()))
+        .status();
+    let _ = wait_for(child, Duration::from_secs(30), "the killed job");
+}
