@@ -747,11 +747,20 @@ sink {{
     )
     .unwrap();
     let committed = || kafka_log_view(&topic);
+    // Records in the log, whatever their transaction's fate.
+    let written = || {
+        let v = committed();
+        v.committed.len() + v.open.len() + v.aborted.len()
+    };
     let mut rng = Rng(0xe0c0_4afa);
     let started = std::time::Instant::now();
     for _ in 0..10 {
+        let before = written();
         let mut child = common::start_job(&job, "eo-crash", &ckpt, &[]);
-        std::thread::sleep(Duration::from_millis(rng.between(500, 1800)));
+        // Each kill lands while this run writes (a fixed delay after the start could
+        // land before a slow start's first transaction and leave nothing to abort).
+        let _ = eventually(Duration::from_secs(8), || written() > before);
+        std::thread::sleep(Duration::from_millis(rng.between(0, 700)));
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
     }
@@ -785,7 +794,7 @@ sink {{
     );
     assert!(
         after_kills.aborts + view.aborts > 0 && !view.aborted.is_empty(),
-        "the kills left aborted transactions"
+        "the kills left no aborted transaction: the test did not kill a run while it wrote"
     );
     eprintln!(
         "exactly-once Kafka sink under 10 kills: {ROWS} ids committed once in {} transactions, {} records in {} aborted ones, {:.1} s",
@@ -1572,7 +1581,7 @@ sink {{ Kafka {{
     );
     assert!(
         after_kills.aborts + view.aborts > 0 && !view.aborted.is_empty(),
-        "the kills left aborted transactions"
+        "the kills left no aborted transaction: the test did not kill a run while it wrote"
     );
     assert!(rounds > 20, "only {rounds} workload transactions ran");
     eprintln!(
