@@ -112,7 +112,8 @@ CONSUME_PY = r'''
 import sys, confluent_kafka as ck
 c = ck.Consumer({"bootstrap.servers": sys.argv[1], "group.id": "bench-" + sys.argv[2],
                  "enable.auto.commit": False, "enable.partition.eof": True,
-                 "auto.offset.reset": "earliest"})
+                 "auto.offset.reset": "earliest",
+                 "fetch.queue.backoff.ms": int(sys.argv[4]) if len(sys.argv) > 4 else 1000})
 parts = int(sys.argv[3])
 c.assign([ck.TopicPartition(sys.argv[2], p, 0) for p in range(parts)])
 n, eof = 0, set()
@@ -219,6 +220,9 @@ def main():
             f'LocalFile {{ path = "{out_dir}", file_format_type = parquet }}', parts))],
         "confluent-kafka (Python)": [py, str(work / "consume.py"), SERVERS, source_topic,
                                      str(parts)],
+        # Ferry's consumers use a 10 ms fetch.queue.backoff.ms: the same setting for the peer.
+        "confluent-kafka (Python), fetch.queue.backoff.ms=10": [
+            py, str(work / "consume.py"), SERVERS, source_topic, str(parts), "10"],
     }
     if not kcat_reason:
         consumers["kcat -C -e"] = ["sh", "-c", f"kcat {' '.join(KCAT_FLAGS)} -C -b {SERVERS} "
