@@ -547,24 +547,7 @@ sink {
     };
     // Whether the latest logged micro-batch (the one a restart replays) starts before the
     // snapshot's end.
-    let in_snapshot = || {
-        let last = std::fs::read_dir(&offsets)
-            .map(|rd| {
-                rd.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-                    .max()
-            })
-            .ok()
-            .flatten();
-        last.and_then(|n| std::fs::read_to_string(offsets.join(n.to_string())).ok())
-            // Python's json.dumps wrote it, with spaces.
-            .map(|t| t.replace(' ', ""))
-            .is_some_and(|t| {
-                t.contains("\"chunk\":{")
-                    || t.contains("\"snapshotted\":[]")
-                    || t.contains("\"state\":null")
-            })
-    };
+    let in_snapshot = || common::spark_batch_in_snapshot(&offsets);
     let workload = common::Workload::start(
         0xcdc5_9a4d,
         Duration::from_millis(100),

@@ -1080,25 +1080,8 @@ fn postgres_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
     };
     // Whether the latest logged micro-batch (the one a restart replays) starts before the
     // snapshot's end.
-    let in_snapshot = |ckpt: &Path| {
-        let dir = ckpt.join("sparkcdccrash/query-0/offsets");
-        let last = std::fs::read_dir(&dir)
-            .map(|rd| {
-                rd.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-                    .max()
-            })
-            .ok()
-            .flatten();
-        last.and_then(|n| std::fs::read_to_string(dir.join(n.to_string())).ok())
-            // Python's json.dumps wrote it, with spaces.
-            .map(|t| t.replace(' ', ""))
-            .is_some_and(|t| {
-                t.contains("\"chunk\":{")
-                    || t.contains("\"snapshotted\":[]")
-                    || t.contains("\"state\":null")
-            })
-    };
+    let in_snapshot =
+        |ckpt: &Path| common::spark_batch_in_snapshot(&ckpt.join("sparkcdccrash/query-0/offsets"));
     let mut rng = Rng(0x5eed_cdc5);
     let mut kills_in_snapshot = 0;
     for round in 0..5 {

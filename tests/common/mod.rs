@@ -401,3 +401,24 @@ pub fn kill_group(child: &mut Child) {
         .status();
     let _ = wait_for(child, Duration::from_secs(30), "the killed job");
 }
+
+/// Whether the latest micro-batch the Spark engine logged in the offsets directory `offsets`
+/// (the one a restart replays) starts before a CDC source's snapshot has ended.
+pub fn spark_batch_in_snapshot(offsets: &std::path::Path) -> bool {
+    let last = std::fs::read_dir(offsets)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+                .max()
+        })
+        .ok()
+        .flatten();
+    last.and_then(|n| std::fs::read_to_string(offsets.join(n.to_string())).ok())
+        // Python's json.dumps wrote it, with spaces.
+        .map(|t| t.replace(' ', ""))
+        .is_some_and(|t| {
+            t.contains("\"chunk\":{")
+                || t.contains("\"snapshotted\":[]")
+                || t.contains("\"state\":null")
+        })
+}

@@ -191,12 +191,7 @@ fn push_value(out: &mut Vec<u8>, e: &Enc, i: usize) -> Result<(), String> {
         }
         Enc::I16(a, w) => {
             nullable!(a);
-            let v = a.value(i);
-            if *w == 2 {
-                field_fixed(out, &v.to_be_bytes());
-            } else {
-                int(out, v as i64, *w);
-            }
+            int(out, a.value(i) as i64, *w);
         }
         Enc::I32(a, w) => {
             nullable!(a);
