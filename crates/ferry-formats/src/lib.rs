@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 pub mod avro;
 mod change;
+pub mod debezium_envelope;
 pub mod protobuf;
 
 pub use change::ChangeFormat;

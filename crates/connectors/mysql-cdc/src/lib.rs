@@ -20,6 +20,9 @@
 //! - **Refusals, not silent errors**: a server without a ROW binlog with full row images,
 //!   a purged binlog position, and a captured table whose columns changed stop the job
 //!   with the reason.
+//! - **`format = COMPATIBLE_DEBEZIUM_JSON`** (SeaTunnel's): each change becomes one row
+//!   `topic, key, value` of Debezium's JSON, as Debezium's MySQL connector writes it
+//!   (`ferry_formats::debezium_envelope`); an update's `-U`/`+U` pair is one event.
 //!
 //! See `docs/connectors/MySQL-CDC.md`.
 
@@ -42,6 +45,9 @@ use ferry_api::{
 use ferry_db::mysql_binlog::{binlog_kind, charset_encoding, BinlogKind, BinlogPos, GtidState};
 use ferry_db::relation::describe_table;
 use ferry_db::{connect_mysql, literal, parse_url, ConnInfo, Dialect, Secret};
+use ferry_formats::debezium_envelope::{
+    self, Connector, EnvelopeColumn, EnvelopeOptions, TableEnvelope,
+};
 use mysql_async::prelude::Queryable;
 use serde_json::{json, Map, Value};
 
@@ -55,7 +61,7 @@ const SPLIT_ID: &str = "mysql-cdc";
 
 const STARTUP_MODES: &[&str] = &["initial", "earliest", "latest", "specific", "timestamp"];
 const STOP_MODES: &[&str] = &["never"];
-const FORMATS: &[&str] = &["DEFAULT"];
+const FORMATS: &[&str] = &["DEFAULT", "COMPATIBLE_DEBEZIUM_JSON"];
 
 ferry_api::declare_options! {
     /// The options of the source, with SeaTunnel's names.
@@ -108,13 +114,13 @@ ferry_api::declare_options! {
         _inverse_sampling_rate: u64 = "inverse-sampling.rate", default 1000;
         /// Refuse tables without a key (whose snapshot cannot be reconciled with their changes).
         exactly_once: bool = "exactly_once", default false;
-        /// Rows in the tables' schemas (COMPATIBLE_DEBEZIUM_JSON is not supported yet).
+        /// DEFAULT: rows in the tables' schemas; COMPATIBLE_DEBEZIUM_JSON: one row (topic, key, value) per change, key and value as Debezium's JSON.
         format: String = "format", default "DEFAULT", values FORMATS;
         /// Schema evolution: not supported (a changed captured table stops the job).
         schema_changes: bool = "schema-changes.enabled", default false;
         /// Accepted: tinyint(1) is read as boolean, as SeaTunnel does by default.
         _int_type_narrowing: bool = "int_type_narrowing", default true;
-        /// Debezium properties: heartbeat.interval.ms is used, include.schema.changes = true is refused, the others are accepted and ignored.
+        /// Debezium properties: heartbeat.interval.ms is used, include.schema.changes = true is refused; with COMPATIBLE_DEBEZIUM_JSON also database.server.name (the topics' prefix) and key/value.converter.schemas.enable; the others are accepted and ignored.
         debezium: Map<String, Value> = "debezium", optional;
     }
 }
@@ -135,6 +141,8 @@ struct Config {
     fetch_size: usize,
     exactly_once: bool,
     heartbeat: Duration,
+    /// `format = COMPATIBLE_DEBEZIUM_JSON`: the JSON's settings.
+    envelope: Option<EnvelopeOptions>,
 }
 
 /// `5400` or `5400-5408` (the first id of the range: one reader follows the binlog).
@@ -347,18 +355,29 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 }
             },
         };
+        let envelope = if c.format.eq_ignore_ascii_case("compatible_debezium_json") {
+            Some(
+                EnvelopeOptions::from_debezium(Connector::MySql, &debezium)
+                    .map_err(|e| o.error("debezium", e))?,
+            )
+        } else if c.format.eq_ignore_ascii_case("default") {
+            None
+        } else {
+            return Err(o.error(
+                "format",
+                format!(
+                    "'{}' is not one of DEFAULT, COMPATIBLE_DEBEZIUM_JSON",
+                    c.format
+                ),
+            ));
+        };
         for k in debezium.keys() {
-            if k != "heartbeat.interval.ms" && k != "include.schema.changes" {
+            let used = envelope.is_some() && EnvelopeOptions::KEYS.contains(&k.as_str());
+            if k != "heartbeat.interval.ms" && k != "include.schema.changes" && !used {
                 tracing::info!(
                     "{COMPONENT}: debezium.{k} does not apply to Ferry's reader and is ignored"
                 );
             }
-        }
-        if !c.format.eq_ignore_ascii_case("default") {
-            return Err(o.error(
-                "format",
-                format!("'{}' is not supported yet: MySQL-CDC writes rows in the tables' schemas (DEFAULT)", c.format),
-            ));
         }
         let timeout = c.connect_timeout_ms.max(1000);
         o.finish(OPTIONS)?;
@@ -384,6 +403,7 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 fetch_size: c.fetch_size.max(1) as usize,
                 exactly_once: c.exactly_once,
                 heartbeat,
+                envelope,
             }),
             settings: None,
         }))
@@ -395,6 +415,33 @@ impl SourceFactory for MySqlCdcSourceFactory {
 pub struct MySqlCdcSource {
     config: Arc<Config>,
     settings: Option<Arc<Settings>>,
+}
+
+/// The Debezium description of a captured table (`format = COMPATIBLE_DEBEZIUM_JSON`):
+/// MySQL logs whole rows (`binlog_row_image = FULL`), so an update's row before is whole.
+fn envelope_of(
+    opts: &EnvelopeOptions,
+    db: &str,
+    table: &str,
+    schema: &TableSchema,
+    columns: &[ferry_db::ColumnDef],
+    key: &[String],
+) -> TableEnvelope {
+    let cols: Vec<EnvelopeColumn<'_>> = schema
+        .schema
+        .fields()
+        .iter()
+        .zip(columns)
+        .map(|(f, c)| EnvelopeColumn {
+            field: f.as_ref(),
+            source_type: &c.source_type,
+        })
+        .collect();
+    let key: Vec<usize> = key
+        .iter()
+        .filter_map(|k| columns.iter().position(|c| &c.name == k))
+        .collect();
+    TableEnvelope::new(Connector::MySql, opts, db, None, table, &cols, &key, true)
 }
 
 impl MySqlCdcSource {
@@ -473,6 +520,10 @@ impl MySqlCdcSource {
                      in table-names-config, or set exactly_once = false (at-least-once)"
                 )));
             }
+            let envelope = c
+                .envelope
+                .as_ref()
+                .map(|opts| Arc::new(envelope_of(opts, db, table, &schema, &d.columns, &key)));
             out.push(CdcTable {
                 schema,
                 columns: d.columns,
@@ -480,6 +531,7 @@ impl MySqlCdcSource {
                 key,
                 db: db.to_string(),
                 table: table.to_string(),
+                envelope,
             });
         }
         let _ = sql.disconnect().await;
@@ -511,7 +563,15 @@ impl Source for MySqlCdcSource {
         Boundedness::Unbounded
     }
 
+    /// The captured tables; with `format = COMPATIBLE_DEBEZIUM_JSON` one table
+    /// `default.default` of `topic`, `key`, `value`, as SeaTunnel produces.
     fn tables(&self) -> Vec<TableSchema> {
+        if self.config.envelope.is_some() {
+            return vec![TableSchema::new(
+                debezium_envelope::TABLE_NAME,
+                debezium_envelope::row_schema(),
+            )];
+        }
         self.settings
             .as_ref()
             .map(|s| s.tables.iter().map(|t| t.schema.clone()).collect())

@@ -68,6 +68,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest};
 use serde::{Deserialize, Serialize};
 
+use ferry_formats::debezium_envelope::{self, LogPosition, Origin, TableEnvelope};
+
 use crate::COMPONENT;
 
 /// How often, at most, a position moved by transactions of other tables is handed to the
@@ -113,6 +115,8 @@ pub struct CdcTable {
     pub db: String,
     /// The table name.
     pub table: String,
+    /// With `format = COMPATIBLE_DEBEZIUM_JSON`: how its changes become Debezium events.
+    pub envelope: Option<Arc<TableEnvelope>>,
 }
 
 impl CdcTable {
@@ -504,6 +508,57 @@ struct Pending {
     table: usize,
     builders: Builders,
     kinds: Vec<u8>,
+    /// Per row, where its rows event is (kept for Debezium events only).
+    at: Vec<RowAt>,
+}
+
+/// Where a row was read in the binlog: its rows event's start, server and time, and its
+/// index in the event.
+#[derive(Debug, Clone, Copy, Default)]
+struct RowAt {
+    pos: u64,
+    row: u32,
+    server_id: u32,
+    secs: u64,
+}
+
+/// With `format = COMPATIBLE_DEBEZIUM_JSON`, `batch`'s changes as Debezium events, one
+/// row each (`origin(i)` says where row `i` was read); otherwise `batch` as it is.
+fn as_events(
+    table: &CdcTable,
+    batch: ChangeBatch,
+    origin: &dyn Fn(usize) -> Origin,
+) -> Result<ChangeBatch> {
+    let Some(env) = &table.envelope else {
+        return Ok(batch);
+    };
+    let data = env.encode(&batch, origin).map_err(|e| {
+        FerryError::internal(format!(
+            "{COMPONENT}: writing the changes of {} as Debezium JSON: {e}",
+            table.schema.name
+        ))
+    })?;
+    Ok(ChangeBatch::inserts(
+        debezium_envelope::TABLE_NAME.into(),
+        data,
+    ))
+}
+
+/// Where snapshot rows read at `file`/`pos` come from, for their Debezium events.
+fn snapshot_origin(file: String, pos: u64) -> impl Fn(usize) -> Origin {
+    let ts_ms = debezium_envelope::now_ms();
+    move |_| Origin {
+        snapshot: true,
+        ts_ms,
+        position: LogPosition::MySql {
+            server_id: 0,
+            gtid: None,
+            file: file.clone(),
+            pos: pos as i64,
+            row: 0,
+            thread: None,
+        },
+    }
 }
 
 /// A snapshot chunk waiting for the stream to reach its high mark.
@@ -807,8 +862,9 @@ async fn read_bounded_chunks(
         let item = if rows.num_rows() == 0 {
             Item::Moved(pos.clone())
         } else {
+            let batch = ChangeBatch::inserts(table.schema.name.clone(), rows);
             Item::Rows(
-                ChangeBatch::inserts(table.schema.name.clone(), rows),
+                as_events(table, batch, &snapshot_origin(pos.file.clone(), pos.pos))?,
                 pos.clone(),
             )
         };
@@ -1146,7 +1202,13 @@ impl Task<'_> {
                 else {
                     return Ok(true);
                 };
-                self.on_rows(&rows).await
+                let at = RowAt {
+                    pos: log_pos.saturating_sub(size),
+                    row: 0,
+                    server_id: h.server_id(),
+                    secs,
+                };
+                self.on_rows(&rows, at).await
             }
             _ => Ok(if self.txn.is_none() {
                 self.advance(log_pos).await
@@ -1240,7 +1302,7 @@ impl Task<'_> {
         Ok(())
     }
 
-    async fn on_rows(&mut self, rows: &RowsEventData<'_>) -> Result<bool> {
+    async fn on_rows(&mut self, rows: &RowsEventData<'_>, at: RowAt) -> Result<bool> {
         let Some(t) = self.table_ids.get(&rows.table_id()).copied() else {
             return Err(FerryError::external(
                 COMPONENT,
@@ -1273,7 +1335,7 @@ impl Task<'_> {
             _ => 2,
         };
         let mut alive = true;
-        for row in rows.rows(&tme) {
+        for (index, row) in rows.rows(&tme).enumerate() {
             let (before, after) = row.map_err(|e| {
                 FerryError::external(
                     COMPONENT,
@@ -1304,6 +1366,7 @@ impl Task<'_> {
                         COMPONENT,
                     )?,
                     kinds: Vec::new(),
+                    at: Vec::new(),
                 });
             }
             let table = &self.s.tables[t];
@@ -1351,6 +1414,10 @@ impl Task<'_> {
                     )?;
                     p.kinds.push(RowKind::Delete as u8);
                 }
+            }
+            if table.envelope.is_some() {
+                let row = index as u32;
+                p.at.resize(p.kinds.len(), RowAt { row, ..at });
             }
             if let Some(txn) = self.txn.as_mut() {
                 txn.changes += 1;
@@ -1431,8 +1498,30 @@ impl Task<'_> {
             pos.text(),
             pos.skip
         );
-        let name = self.s.tables[p.table].schema.name.clone();
-        let batch = ChangeBatch::with_kinds(name, data, UInt8Array::from(p.kinds));
+        let table = &self.s.tables[p.table];
+        let batch =
+            ChangeBatch::with_kinds(table.schema.name.clone(), data, UInt8Array::from(p.kinds));
+        let gtid = self
+            .txn
+            .as_ref()
+            .and_then(|t| t.gtid)
+            .map(|g| format!("{}-{}-{}", g.domain, g.server, g.seq));
+        let (file, at) = (self.file.clone(), p.at);
+        let batch = as_events(table, batch, &|i| {
+            let a = at.get(i).copied().unwrap_or_default();
+            Origin {
+                snapshot: false,
+                ts_ms: a.secs as i64 * 1000,
+                position: LogPosition::MySql {
+                    server_id: i64::from(a.server_id),
+                    gtid: gtid.clone(),
+                    file: file.clone(),
+                    pos: a.pos as i64,
+                    row: a.row as i32,
+                    thread: None,
+                },
+            }
+        })?;
         Ok(self.send(Item::Rows(batch, pos)).await)
     }
 
@@ -1524,6 +1613,7 @@ impl Task<'_> {
             return Ok(self.send(Item::Moved(pos)).await);
         }
         let batch = ChangeBatch::inserts(table.schema.name.clone(), rows);
+        let batch = as_events(table, batch, &snapshot_origin(pos.file.clone(), pos.pos))?;
         Ok(self.send(Item::Rows(batch, pos)).await)
     }
 }

@@ -412,7 +412,11 @@ fn options_are_checked_before_any_connection() {
     };
     assert!(bad(base(json!({}))).is_empty());
     assert!(bad(base(json!({"table-names": ["db.s.t"]}))).contains("not database.table"));
-    assert!(bad(base(json!({"format": "COMPATIBLE_DEBEZIUM_JSON"}))).contains("format"));
+    assert!(bad(base(json!({"format": "COMPATIBLE_DEBEZIUM_JSON"}))).is_empty());
+    assert!(bad(base(json!({"format": "JSON"}))).contains("format"));
+    let e = bad(base(json!({"format": "COMPATIBLE_DEBEZIUM_JSON",
+        "debezium": {"value.converter.schemas.enable": 0}})));
+    assert!(e.contains("value.converter.schemas.enable"), "{e}");
     assert!(bad(base(json!({"base-url": "jdbc:postgresql://h/db"}))).contains("jdbc:mysql"));
     assert!(bad(base(json!({"startup.mode": "specific"}))).contains("startup.specific-offset"));
     assert!(bad(base(json!({"startup.mode": "timestamp"}))).contains("startup.timestamp"));
@@ -692,5 +696,149 @@ fn micro_batches_end_at_their_bound_free_the_server_id_and_replay_the_first_read
     let (out, _, took) = micro_batch(s.as_ref(), &start, &bound, None);
     assert!(events(&out).is_empty());
     assert!(took < Duration::from_secs(3), "took {took:?}");
+    teardown(name);
+}
+
+/// The rows of `batches` (`format = COMPATIBLE_DEBEZIUM_JSON`): topic, key and value, the
+/// last two parsed (`null` for no key).
+fn debezium_rows(batches: &[ChangeBatch]) -> Vec<(String, Value, Value)> {
+    let mut out = Vec::new();
+    for b in batches {
+        assert_eq!(&*b.table, "default.default");
+        let col = |n: &str| b.data.column_by_name(n).unwrap().as_string::<i32>().clone();
+        let (topic, key, value) = (col("topic"), col("key"), col("value"));
+        for i in 0..b.num_rows() {
+            assert_eq!(b.kind(i), RowKind::Insert);
+            let key = if key.is_null(i) {
+                Value::Null
+            } else {
+                serde_json::from_str(key.value(i)).unwrap()
+            };
+            let value = serde_json::from_str(value.value(i)).unwrap();
+            out.push((topic.value(i).to_string(), key, value));
+        }
+    }
+    out
+}
+
+/// `format = COMPATIBLE_DEBEZIUM_JSON` with the value converter's schema off and a server
+/// name of the job's: a snapshot row, an insert, an update, a delete and an update of the
+/// key, as Debezium's MySQL connector writes them.
+#[test]
+fn compatible_debezium_json_writes_each_change_as_debeziums_event() {
+    let name = "dbz";
+    setup(
+        name,
+        "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note varchar(20),
+           amount decimal(10,2), d date, dtm datetime, dt6 datetime(6), ts timestamp NULL,
+           b1 tinyint(1), en enum('a','b'), js json);
+         INSERT INTO t VALUES (1, 0, 'snap', 12.50, '2024-02-29', '2024-02-29 13:14:15',
+           '2024-02-29 13:14:15.5', '2024-02-29 13:14:15', 1, 'b', '{\"a\": 1}');",
+    );
+    let s = source(
+        name,
+        6190,
+        json!({"format": "COMPATIBLE_DEBEZIUM_JSON", "debezium": {
+            "database.server.name": "shop", "value.converter.schemas.enable": "false"}}),
+    )
+    .unwrap();
+    let tables = s.tables();
+    assert_eq!(tables.len(), 1);
+    assert_eq!(&*tables[0].name, "default.default");
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    step_until(&mut d, |out| debezium_rows(out).len() == 1).unwrap();
+    let t = format!("ferry_mcdc_{name}.t");
+    my(&format!(
+        "INSERT INTO {t} (id, v, note, amount, d) VALUES (2, 0, 'new', -3.25, '1970-01-02');
+         UPDATE {t} SET v = 1, note = 'upd' WHERE id = 2;
+         DELETE FROM {t} WHERE id = 1;
+         UPDATE {t} SET id = 3 WHERE id = 2;"
+    ));
+    step_until(&mut d, |out| debezium_rows(out).len() >= 6).unwrap();
+    let rows = debezium_rows(d.output());
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    let ops: Vec<&str> = rows.iter().map(|r| r.2["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, vec!["r", "c", "u", "d", "d", "c"]);
+    let topic = format!("shop.ferry_mcdc_{name}.t");
+    for (tp, key, value) in &rows {
+        assert_eq!(tp, &topic);
+        // The key keeps its schema; the value is the payload alone.
+        assert_eq!(key["schema"]["name"], json!(format!("{topic}.Key")));
+        assert!(value.get("schema").is_none(), "{value}");
+        let src = &value["source"];
+        assert_eq!(src["connector"], "mysql");
+        assert_eq!(src["name"], "shop");
+        assert_eq!(src["db"], json!(format!("ferry_mcdc_{name}")));
+        assert_eq!(src["table"], "t");
+        assert!(!src["file"].as_str().unwrap().is_empty(), "{src}");
+        assert!(value["ts_ms"].as_i64().unwrap() > 1_600_000_000_000);
+    }
+    let ts: i64 = my(&format!("SELECT UNIX_TIMESTAMP(ts) FROM {t} WHERE id = 1"))
+        .first()
+        .map(|r| r[0].parse().unwrap())
+        .unwrap_or_else(|| {
+            // Row 1 is deleted by now: the same value, as the server reads it.
+            my("SELECT UNIX_TIMESTAMP('2024-02-29 13:14:15')")[0][0]
+                .parse()
+                .unwrap()
+        });
+    let zoned = {
+        let days = ts.div_euclid(86_400);
+        assert_eq!(days, 19782, "the server's time zone moved the day");
+        format!(
+            "2024-02-29T{:02}:{:02}:{:02}Z",
+            ts.rem_euclid(86_400) / 3600,
+            ts.rem_euclid(3600) / 60,
+            ts.rem_euclid(60)
+        )
+    };
+    // The snapshot row: every type as Debezium's MySQL connector writes it.
+    let (_, key, value) = &rows[0];
+    assert_eq!(key["payload"], json!({"id": 1}));
+    assert_eq!(value["before"], Value::Null);
+    let after1: Value = serde_json::from_str(&format!(
+        r#"{{"id": 1, "v": 0, "note": "snap", "amount": 12.50, "d": 19782,
+            "dtm": 1709212455000, "dt6": 1709212455500000, "ts": "{zoned}", "b1": 1,
+            "en": "b", "js": "{{\"a\": 1}}"}}"#
+    ))
+    .unwrap();
+    assert_eq!(value["after"], after1);
+    assert_eq!(value["source"]["snapshot"], "true");
+    let key_fields = &key["schema"]["fields"];
+    assert_eq!(
+        key_fields,
+        &json!([{"type": "int32", "optional": false, "field": "id"}])
+    );
+    // The changes: the insert, the update (one event, with the whole row before), the
+    // delete, and the key's update as a delete of the old key and a create of the new.
+    let payload = |i: usize| &rows[i].2;
+    assert_eq!(payload(1)["before"], Value::Null);
+    assert_eq!(payload(1)["after"]["amount"], json!(-3.25));
+    assert_eq!(payload(1)["after"]["d"], 1);
+    assert_eq!(payload(1)["after"]["dtm"], Value::Null);
+    assert_eq!(payload(2)["before"]["note"], "new");
+    assert_eq!(payload(2)["after"]["note"], "upd");
+    assert_eq!(rows[3].1["payload"], json!({"id": 1}));
+    assert_eq!(payload(3)["before"]["note"], "snap");
+    assert_eq!(payload(3)["after"], Value::Null);
+    assert_eq!(rows[4].1["payload"], json!({"id": 2}));
+    assert_eq!(payload(4)["before"]["id"], 2);
+    assert_eq!(rows[5].1["payload"], json!({"id": 3}));
+    assert_eq!(payload(5)["after"]["note"], "upd");
+    for i in 1..6 {
+        let src = &payload(i)["source"];
+        assert_eq!(src["snapshot"], "false");
+        assert!(src["server_id"].as_i64().unwrap() > 0, "{src}");
+        assert!(src["pos"].as_i64().unwrap() > 0, "{src}");
+        assert!(src["ts_ms"].as_i64().unwrap() > 1_600_000_000_000, "{src}");
+        assert_eq!(src["ts_ms"].as_i64().unwrap() % 1000, 0, "{src}");
+    }
+    // Binlog order: each later statement's rows event lies further on.
+    let pos = |i: usize| payload(i)["source"]["pos"].as_i64().unwrap();
+    assert!(
+        pos(1) < pos(2) && pos(2) < pos(3) && pos(3) < pos(4),
+        "{rows:?}"
+    );
+    d.close().unwrap();
     teardown(name);
 }

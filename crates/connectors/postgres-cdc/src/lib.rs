@@ -18,6 +18,9 @@
 //! - **Refusals, not silent restarts**: a dropped, invalidated or foreign-advanced slot, a
 //!   server without `wal_level = logical`, an added or dropped column, and an update whose
 //!   unchanged TOASTed value the server did not send stop the job with the reason.
+//! - **`format = COMPATIBLE_DEBEZIUM_JSON`** (SeaTunnel's): each change becomes one row
+//!   `topic, key, value` of Debezium's JSON, as Debezium's PostgreSQL connector writes it
+//!   (`ferry_formats::debezium_envelope`); an update's `-U`/`+U` pair is one event.
 //!
 //! See `docs/connectors/Postgres-CDC.md`.
 
@@ -40,6 +43,9 @@ use ferry_api::{
 };
 use ferry_db::relation::describe_pg_table;
 use ferry_db::{connect_pg, parse_url, pg_error_text, ConnInfo, Dialect, Secret};
+use ferry_formats::debezium_envelope::{
+    self, Connector, EnvelopeColumn, EnvelopeOptions, TableEnvelope,
+};
 use serde_json::{json, Map, Value};
 
 use crate::stream::{CdcTable, Conv, Item, Position, Settings};
@@ -52,7 +58,7 @@ const SPLIT_ID: &str = "postgres-cdc";
 
 const STARTUP_MODES: &[&str] = &["initial", "latest", "earliest"];
 const STOP_MODES: &[&str] = &["never"];
-const FORMATS: &[&str] = &["DEFAULT"];
+const FORMATS: &[&str] = &["DEFAULT", "COMPATIBLE_DEBEZIUM_JSON"];
 
 ferry_api::declare_options! {
     /// The options of the source, with SeaTunnel's names.
@@ -103,9 +109,9 @@ ferry_api::declare_options! {
         _inverse_sampling_rate: u64 = "inverse-sampling.rate", default 1000;
         /// Refuse tables without a key (whose snapshot cannot be reconciled with their changes).
         exactly_once: bool = "exactly_once", default false;
-        /// Rows in the tables' schemas (COMPATIBLE_DEBEZIUM_JSON is not supported yet).
+        /// DEFAULT: rows in the tables' schemas; COMPATIBLE_DEBEZIUM_JSON: one row (topic, key, value) per change, key and value as Debezium's JSON.
         format: String = "format", default "DEFAULT", values FORMATS;
-        /// Debezium properties: publication.name is used, the others are accepted and ignored.
+        /// Debezium properties: publication.name is used; with COMPATIBLE_DEBEZIUM_JSON also database.server.name (the topics' prefix) and key/value.converter.schemas.enable; the others are accepted and ignored.
         debezium: Map<String, Value> = "debezium", optional;
     }
 }
@@ -125,6 +131,8 @@ struct Config {
     split_size: usize,
     fetch_size: usize,
     exactly_once: bool,
+    /// `format = COMPATIBLE_DEBEZIUM_JSON`: the JSON's settings.
+    debezium: Option<EnvelopeOptions>,
 }
 
 impl SourceFactory for PostgresCdcSourceFactory {
@@ -215,11 +223,10 @@ impl SourceFactory for PostgresCdcSourceFactory {
         let split_size = c.split_size.max(1) as usize;
         let fetch_size = c.fetch_size.max(1) as usize;
         let slot = c.slot;
+        let debezium_props = c.debezium.unwrap_or_default();
         let publication = match c.publication {
             Some(p) => p,
-            None => c
-                .debezium
-                .unwrap_or_default()
+            None => debezium_props
                 .get("publication.name")
                 .and_then(Value::as_str)
                 .map(str::to_string)
@@ -231,12 +238,22 @@ impl SourceFactory for PostgresCdcSourceFactory {
         }
         let timeout = c.connect_timeout_ms.max(1000);
         let exactly_once = c.exactly_once;
-        if !c.format.eq_ignore_ascii_case("default") {
+        let debezium = if c.format.eq_ignore_ascii_case("compatible_debezium_json") {
+            Some(
+                EnvelopeOptions::from_debezium(Connector::Postgres, &debezium_props)
+                    .map_err(|e| o.error("debezium", e))?,
+            )
+        } else if c.format.eq_ignore_ascii_case("default") {
+            None
+        } else {
             return Err(o.error(
                 "format",
-                format!("'{}' is not supported yet: Postgres-CDC writes rows in the tables' schemas (DEFAULT)", c.format),
+                format!(
+                    "'{}' is not one of DEFAULT, COMPATIBLE_DEBEZIUM_JSON",
+                    c.format
+                ),
             ));
-        }
+        };
         o.finish(OPTIONS)?;
         let conn = ConnInfo {
             dialect: Dialect::Postgres,
@@ -259,6 +276,7 @@ impl SourceFactory for PostgresCdcSourceFactory {
                 split_size,
                 fetch_size,
                 exactly_once,
+                debezium,
             }),
             settings: None,
         }))
@@ -287,6 +305,61 @@ fn conv_for(source_type: &str) -> std::result::Result<Conv, &'static str> {
         }
         _ => Conv::Same,
     })
+}
+
+/// Whether the table's replica identity is FULL (the row before an update is whole).
+async fn replica_identity_full(
+    sql: &tokio_postgres::Client,
+    schema: &str,
+    table: &str,
+) -> Result<bool> {
+    let rows = sql
+        .query(
+            "SELECT c.relreplident::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2",
+            &[&schema, &table],
+        )
+        .await
+        .map_err(|e| FerryError::external(COMPONENT, pg_error_text(&e)))?;
+    Ok(rows.first().map(|r| r.get::<_, String>(0)).as_deref() == Some("f"))
+}
+
+/// The Debezium description of a captured table (`format = COMPATIBLE_DEBEZIUM_JSON`).
+#[allow(clippy::too_many_arguments)]
+fn envelope_of(
+    opts: &EnvelopeOptions,
+    database: &str,
+    pg_schema: &str,
+    pg_table: &str,
+    schema: &TableSchema,
+    columns: &[ferry_db::ColumnDef],
+    key: &[String],
+    full_before: bool,
+) -> TableEnvelope {
+    let cols: Vec<EnvelopeColumn<'_>> = schema
+        .schema
+        .fields()
+        .iter()
+        .zip(columns)
+        .map(|(f, c)| EnvelopeColumn {
+            field: f.as_ref(),
+            source_type: &c.source_type,
+        })
+        .collect();
+    let key: Vec<usize> = key
+        .iter()
+        .filter_map(|k| columns.iter().position(|c| &c.name == k))
+        .collect();
+    TableEnvelope::new(
+        Connector::Postgres,
+        opts,
+        database,
+        Some(pg_schema),
+        pg_table,
+        &cols,
+        &key,
+        full_before,
+    )
 }
 
 async fn check_server(sql: &tokio_postgres::Client, conn: &ConnInfo) -> Result<()> {
@@ -368,6 +441,22 @@ impl PostgresCdcSource {
                      in table-names-config, or set exactly_once = false (at-least-once)"
                 )));
             }
+            let envelope = match &c.debezium {
+                Some(opts) => {
+                    let full = replica_identity_full(&client, &pg_schema, &pg_table).await?;
+                    Some(Arc::new(envelope_of(
+                        opts,
+                        &c.conn.database,
+                        &pg_schema,
+                        &pg_table,
+                        &schema,
+                        &d.columns,
+                        &key,
+                        full,
+                    )))
+                }
+                None => None,
+            };
             out.push(CdcTable {
                 schema,
                 columns: d.columns,
@@ -375,6 +464,7 @@ impl PostgresCdcSource {
                 key,
                 pg_schema,
                 pg_table,
+                envelope,
             });
         }
         Ok(out)
@@ -405,7 +495,15 @@ impl Source for PostgresCdcSource {
         Boundedness::Unbounded
     }
 
+    /// The captured tables; with `format = COMPATIBLE_DEBEZIUM_JSON` one table
+    /// `default.default` of `topic`, `key`, `value`, as SeaTunnel produces.
     fn tables(&self) -> Vec<TableSchema> {
+        if self.config.debezium.is_some() {
+            return vec![TableSchema::new(
+                debezium_envelope::TABLE_NAME,
+                debezium_envelope::row_schema(),
+            )];
+        }
         self.settings
             .as_ref()
             .map(|s| s.tables.iter().map(|t| t.schema.clone()).collect())

@@ -55,6 +55,8 @@ use futures_util::StreamExt;
 use pgwire_replication::{Lsn, ReplicationClient, ReplicationConfig, ReplicationEvent, TlsConfig};
 use serde::{Deserialize, Serialize};
 
+use ferry_formats::debezium_envelope::{self, LogPosition, Origin, TableEnvelope};
+
 use crate::pgoutput::{self, Change, Datum, Message, Relation};
 use crate::COMPONENT;
 
@@ -104,6 +106,8 @@ pub struct CdcTable {
     pub pg_schema: String,
     /// The table name.
     pub pg_table: String,
+    /// With `format = COMPATIBLE_DEBEZIUM_JSON`: how its changes become Debezium events.
+    pub envelope: Option<Arc<TableEnvelope>>,
 }
 
 impl CdcTable {
@@ -490,6 +494,46 @@ struct Pending {
     table: usize,
     builders: Builders,
     kinds: Vec<u8>,
+    /// Per row, the LSN of its change (kept for Debezium events only).
+    lsns: Vec<u64>,
+}
+
+/// Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01.
+const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
+
+/// With `format = COMPATIBLE_DEBEZIUM_JSON`, `batch`'s changes as Debezium events, one
+/// row each (`origin(i)` says where row `i` was read); otherwise `batch` as it is.
+fn as_events(
+    table: &CdcTable,
+    batch: ChangeBatch,
+    origin: &dyn Fn(usize) -> Origin,
+) -> Result<ChangeBatch> {
+    let Some(env) = &table.envelope else {
+        return Ok(batch);
+    };
+    let data = env.encode(&batch, origin).map_err(|e| {
+        FerryError::internal(format!(
+            "{COMPONENT}: writing the changes of {} as Debezium JSON: {e}",
+            table.schema.name
+        ))
+    })?;
+    Ok(ChangeBatch::inserts(
+        debezium_envelope::TABLE_NAME.into(),
+        data,
+    ))
+}
+
+/// Where snapshot rows read at `lsn` come from, for their Debezium events.
+fn snapshot_origin(lsn: u64) -> impl Fn(usize) -> Origin {
+    let ts_ms = debezium_envelope::now_ms();
+    move |_| Origin {
+        snapshot: true,
+        ts_ms,
+        position: LogPosition::Postgres {
+            tx_id: None,
+            lsn: Some(lsn as i64),
+        },
+    }
 }
 
 /// Which transactions a snapshot does not see: those it lists as running, and every one
@@ -578,6 +622,8 @@ struct Task<'a> {
     progress: Arc<Progress>,
     /// Commit time of the current transaction (from its Begin).
     txn_commit_micros: i64,
+    /// Where the change being read starts in the WAL.
+    change_lsn: u64,
     tx: &'a FetchSender<Item>,
     /// Where a bounded micro-batch ends.
     bound: Option<Bound>,
@@ -742,6 +788,7 @@ async fn run_inner(
             last_moved: Instant::now(),
             progress: progress.clone(),
             txn_commit_micros: 0,
+            change_lsn: 0,
             tx,
             bound,
             control,
@@ -862,8 +909,9 @@ async fn read_bounded_chunks(
         let item = if rows.num_rows() == 0 {
             Item::Moved(pos.clone())
         } else {
+            let batch = ChangeBatch::inserts(table.schema.name.clone(), rows);
             Item::Rows(
-                ChangeBatch::inserts(table.schema.name.clone(), rows),
+                as_events(table, batch, &snapshot_origin(bound.lsn))?,
                 pos.clone(),
             )
         };
@@ -1108,10 +1156,11 @@ impl Task<'_> {
                 }
                 ReplicationEvent::XLogData {
                     data,
+                    wal_start,
                     wal_end,
                     server_time_micros,
-                    ..
                 } => {
+                    self.change_lsn = wal_start.0;
                     self.progress.saw_server(wal_end.0, server_time_micros);
                     self.on_data(&data).await?
                 }
@@ -1247,6 +1296,7 @@ impl Task<'_> {
                     COMPONENT,
                 )?,
                 kinds: Vec::new(),
+                lsns: Vec::new(),
             });
         }
         let table = &self.s.tables[t];
@@ -1279,6 +1329,9 @@ impl Task<'_> {
                 p.kinds.push(RowKind::Delete as u8);
             }
             Change::Truncate { .. } => {}
+        }
+        if table.envelope.is_some() {
+            p.lsns.resize(p.kinds.len(), self.change_lsn);
         }
         self.txn_changes += 1;
         if p.kinds.len() >= self.s.fetch_size {
@@ -1333,8 +1386,22 @@ impl Task<'_> {
             lsn_text(pos.lsn),
             pos.skip
         );
-        let name = self.s.tables[p.table].schema.name.clone();
-        let batch = ChangeBatch::with_kinds(name, data, UInt8Array::from(p.kinds));
+        let table = &self.s.tables[p.table];
+        let batch =
+            ChangeBatch::with_kinds(table.schema.name.clone(), data, UInt8Array::from(p.kinds));
+        let (xid, ts_ms, lsns) = (
+            i64::from(xid),
+            (self.txn_commit_micros + PG_EPOCH_MICROS).div_euclid(1000),
+            p.lsns,
+        );
+        let batch = as_events(table, batch, &|i| Origin {
+            snapshot: false,
+            ts_ms,
+            position: LogPosition::Postgres {
+                tx_id: Some(xid),
+                lsn: lsns.get(i).map(|l| *l as i64),
+            },
+        })?;
         Ok(self.send(Item::Rows(batch, pos)).await)
     }
 
@@ -1457,6 +1524,7 @@ impl Task<'_> {
             return Ok(self.send(Item::Moved(pos)).await);
         }
         let batch = ChangeBatch::inserts(table.schema.name.clone(), rows);
+        let batch = as_events(table, batch, &snapshot_origin(lsn))?;
         Ok(self.send(Item::Rows(batch, pos)).await)
     }
 }

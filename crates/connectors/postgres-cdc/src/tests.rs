@@ -369,7 +369,10 @@ fn options_are_checked_before_any_connection() {
         o
     };
     assert!(bad(base(json!({"table-names": ["s.t"]}))).contains("not database.schema.table"));
-    assert!(bad(base(json!({"format": "COMPATIBLE_DEBEZIUM_JSON"}))).contains("format"));
+    assert!(bad(base(json!({"format": "AVRO"}))).contains("format"));
+    let e = bad(base(json!({"format": "COMPATIBLE_DEBEZIUM_JSON",
+        "debezium": {"key.converter.schemas.enable": "maybe"}})));
+    assert!(e.contains("key.converter.schemas.enable"), "{e}");
     assert!(bad(base(json!({"base-url": "jdbc:mysql://h/db"}))).contains("jdbc:postgresql"));
     assert!(bad(base(json!({"startup.mode": "specific"}))).contains("startup.mode"));
     let e = bad(base(json!({"slot.nmae": "x"})));
@@ -448,4 +451,148 @@ fn a_big_transaction_comes_in_bounded_batches_and_a_checkpoint_inside_it_resumes
 fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
     use ferry_api::SourceFactory as _;
     ferry_api::declare::check_specs(crate::PostgresCdcSourceFactory.options(), &[]).unwrap();
+}
+
+/// The rows of `batches` (`format = COMPATIBLE_DEBEZIUM_JSON`): topic, key and value, the
+/// last two parsed (`null` for no key).
+fn debezium_rows(batches: &[ChangeBatch]) -> Vec<(String, Value, Value)> {
+    let mut out = Vec::new();
+    for b in batches {
+        assert_eq!(&*b.table, "default.default");
+        let col = |n: &str| b.data.column_by_name(n).unwrap().as_string::<i32>().clone();
+        let (topic, key, value) = (col("topic"), col("key"), col("value"));
+        for i in 0..b.num_rows() {
+            assert_eq!(b.kind(i), RowKind::Insert);
+            let key = if key.is_null(i) {
+                Value::Null
+            } else {
+                serde_json::from_str(key.value(i)).unwrap()
+            };
+            let value = serde_json::from_str(value.value(i)).unwrap();
+            out.push((topic.value(i).to_string(), key, value));
+        }
+    }
+    out
+}
+
+#[test]
+fn compatible_debezium_json_writes_each_change_as_debeziums_event() {
+    let name = "dbz";
+    setup(
+        name,
+        "CREATE TABLE t (id int4 PRIMARY KEY, v int4 NOT NULL, note text, amount numeric(10,2),
+           d date, ts timestamp, tz timestamptz, doc jsonb);
+         INSERT INTO t VALUES (1, 0, 'snap', 12.50, '2024-02-29', '2024-02-29 13:14:15.5',
+           '2024-02-29 13:14:15+00', '{\"a\": 1}');",
+    );
+    let s = source(name, json!({"format": "COMPATIBLE_DEBEZIUM_JSON"})).unwrap();
+    let tables = s.tables();
+    assert_eq!(tables.len(), 1);
+    assert_eq!(&*tables[0].name, "default.default");
+    let names: Vec<&str> = tables[0]
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    assert_eq!(names, vec!["topic", "key", "value"]);
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    step_until(&mut d, |out| debezium_rows(out).len() == 1).unwrap();
+    let t = format!("ferry_cdc_{name}.t");
+    pg(&format!(
+        "INSERT INTO {t} VALUES (2, 0, 'new', -3.25, '1970-01-02', '1970-01-01 00:00:01', NULL, NULL);
+         UPDATE {t} SET v = 1, note = 'upd' WHERE id = 2;
+         DELETE FROM {t} WHERE id = 1;"
+    ));
+    step_until(&mut d, |out| debezium_rows(out).len() >= 4).unwrap();
+    let rows = debezium_rows(d.output());
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    let topic = format!("postgres_cdc_source.ferry_cdc_{name}.t");
+    let ops: Vec<&str> = rows
+        .iter()
+        .map(|r| r.2["payload"]["op"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, vec!["r", "c", "u", "d"]);
+    for (tp, key, value) in &rows {
+        assert_eq!(tp, &topic);
+        assert_eq!(key["schema"]["name"], json!(format!("{topic}.Key")));
+        assert_eq!(value["schema"]["name"], json!(format!("{topic}.Envelope")));
+        let src = &value["payload"]["source"];
+        assert_eq!(src["connector"], "postgresql");
+        assert_eq!(src["name"], "postgres_cdc_source");
+        assert_eq!(src["db"], "test");
+        assert_eq!(src["schema"], json!(format!("ferry_cdc_{name}")));
+        assert_eq!(src["table"], "t");
+        assert!(src["lsn"].as_i64().unwrap() > 0, "{src}");
+        assert!(value["payload"]["ts_ms"].as_i64().unwrap() > 1_600_000_000_000);
+    }
+    // The snapshot row: every type as Debezium's PostgreSQL connector writes it.
+    let (_, key, value) = &rows[0];
+    assert_eq!(key["payload"], json!({"id": 1}));
+    let p = &value["payload"];
+    assert_eq!(p["before"], Value::Null);
+    // (Parsed from text: a decimal keeps its scale, 12.50, as JsonConverter writes it.)
+    let after1: Value = serde_json::from_str(
+        r#"{"id": 1, "v": 0, "note": "snap", "amount": 12.50, "d": 19782,
+            "ts": 1709212455500000, "tz": "2024-02-29T13:14:15Z", "doc": "{\"a\": 1}"}"#,
+    )
+    .unwrap();
+    assert_eq!(p["after"], after1);
+    assert!(value.to_string().contains("\"amount\":12.50"), "{value}");
+    assert_eq!(p["source"]["snapshot"], "true");
+    assert_eq!(p["source"]["txId"], Value::Null);
+    let fields = &value["schema"]["fields"][1]["fields"];
+    let field = |n: &str| {
+        fields
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["field"] == n)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        field("id"),
+        json!({"type": "int32", "optional": false, "field": "id"})
+    );
+    assert_eq!(
+        field("amount"),
+        json!({"type": "bytes", "optional": true, "name": "org.apache.kafka.connect.data.Decimal",
+               "version": 1, "parameters": {"scale": "2", "connect.decimal.precision": "10"},
+               "field": "amount"})
+    );
+    assert_eq!(field("d")["name"], "io.debezium.time.Date");
+    assert_eq!(field("ts")["name"], "io.debezium.time.MicroTimestamp");
+    assert_eq!(field("tz")["name"], "io.debezium.time.ZonedTimestamp");
+    assert_eq!(field("doc")["name"], "io.debezium.data.Json");
+    // The insert, the update (one event; replica identity DEFAULT: no row before) and the
+    // delete (the row before is the key alone).
+    let after2 = json!({"id": 2, "v": 0, "note": "new", "amount": -3.25, "d": 1,
+                        "ts": 1_000_000, "tz": null, "doc": null});
+    assert_eq!(rows[1].1["payload"], json!({"id": 2}));
+    assert_eq!(rows[1].2["payload"]["after"], after2);
+    assert_eq!(rows[1].2["payload"]["before"], Value::Null);
+    let u = &rows[2].2["payload"];
+    assert_eq!(u["before"], Value::Null);
+    assert_eq!(u["after"]["v"], 1);
+    assert_eq!(u["after"]["note"], "upd");
+    let del = &rows[3].2["payload"];
+    assert_eq!(rows[3].1["payload"], json!({"id": 1}));
+    assert_eq!(del["after"], Value::Null);
+    assert_eq!(
+        del["before"],
+        json!({"id": 1, "v": null, "note": null, "amount": null, "d": null, "ts": null,
+               "tz": null, "doc": null})
+    );
+    for r in &rows[1..] {
+        let src = &r.2["payload"]["source"];
+        assert_eq!(src["snapshot"], "false");
+        assert!(src["txId"].as_i64().unwrap() > 0, "{src}");
+        assert!(src["ts_ms"].as_i64().unwrap() > 1_600_000_000_000, "{src}");
+    }
+    // Changes in WAL order.
+    let lsn = |i: usize| rows[i].2["payload"]["source"]["lsn"].as_i64().unwrap();
+    assert!(lsn(1) < lsn(2) && lsn(2) < lsn(3));
+    d.close().unwrap();
+    teardown(name);
 }
