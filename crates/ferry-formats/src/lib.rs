@@ -210,6 +210,10 @@ pub enum Format {
     Avro,
     /// SeaTunnel's Protocol Buffers: one message of a `.proto` text's type ([`protobuf`]).
     Protobuf(std::sync::Arc<protobuf::Proto>),
+    /// SeaTunnel's `compatible_debezium_json`, written only: the rows of a CDC source with
+    /// the same format ([`debezium_envelope`]: text columns `topic`, `key`, `value`) are
+    /// written as the message's topic, key and value unchanged.
+    CompatibleDebeziumJson,
 }
 
 /// What to do with a message that does not decode (SeaTunnel's `format_error_handle_way`).
@@ -247,12 +251,13 @@ const CHANGE_FORMATS: &[&str] = &[
     "compatible_kafka_connect_json",
     "avro",
     "protobuf",
+    "compatible_debezium_json",
 ];
 
 ferry_api::declare_options! {
     /// The options that choose a format where change-data formats are accepted too.
     pub struct ChangeFormatOptions => CHANGE_FORMAT_OPTIONS {
-        /// How message bodies encode rows: json, text, avro, or the change-data formats canal_json, debezium_json, maxwell_json, ogg_json (rows with row kinds) and compatible_kafka_connect_json (read only).
+        /// How message bodies encode rows: json, text, avro, or the change-data formats canal_json, debezium_json, maxwell_json, ogg_json (rows with row kinds), compatible_kafka_connect_json (read only) and compatible_debezium_json (written only: a CDC source's topic, key and value rows).
         format: String = "format", default "json", one_of CHANGE_FORMATS;
         /// Delimiter between values in the text format.
         field_delimiter: String = "field_delimiter", default ",";
@@ -289,6 +294,7 @@ pub fn read_change_format(o: &mut Options) -> Result<(Format, OnError)> {
             value_schema: f.value_schema,
         }),
         "avro" => Format::Avro,
+        "compatible_debezium_json" => Format::CompatibleDebeziumJson,
         "protobuf" => {
             let (Some(text), Some(name)) = (&f.protobuf_schema, &f.protobuf_message_name) else {
                 return Err(o.error(
@@ -462,6 +468,7 @@ impl Decoder {
             Format::Change(c) => c.name(),
             Format::Avro => "avro",
             Format::Protobuf(_) => "protobuf",
+            Format::CompatibleDebeziumJson => "compatible_debezium_json",
         }
     }
 
@@ -493,11 +500,14 @@ impl Decoder {
                 out.push(protobuf::decode_row(p, body, &self.schema)?);
                 return Ok(());
             }
+            Format::CompatibleDebeziumJson => {
+                return Err("compatible_debezium_json is written only (SeaTunnel reads it neither); read Debezium's messages with debezium_json".into())
+            }
             _ => {}
         }
         let text = std::str::from_utf8(body).map_err(|e| format!("not UTF-8: {e}"))?;
         match &self.format {
-            Format::Avro | Format::Protobuf(_) => {}
+            Format::Avro | Format::Protobuf(_) | Format::CompatibleDebeziumJson => {}
             Format::Change(c) => {
                 if text.trim().is_empty() {
                     // A tombstone: no change.
@@ -610,6 +620,12 @@ impl Encoder {
                 .into_bytes(),
             Format::Avro => return avro::encode_row(batch, i),
             Format::Protobuf(p) => return protobuf::encode_row(p, batch, i),
+            Format::CompatibleDebeziumJson => {
+                let Some(c) = batch.column_by_name("value") else {
+                    return Err("compatible_debezium_json needs the column 'value' of a CDC source with format = COMPATIBLE_DEBEZIUM_JSON".into());
+                };
+                text_value(c.as_ref(), i).into_bytes()
+            }
         })
     }
 }

@@ -179,7 +179,33 @@ impl SinkFactory for KafkaSinkFactory {
                 key_columns.push((f.clone(), i));
             }
         }
+        let debezium = format == Format::CompatibleDebeziumJson;
+        if debezium {
+            for t in input {
+                for col in ["topic", "key", "value"] {
+                    let fits = t
+                        .schema
+                        .field_with_name(col)
+                        .is_ok_and(|f| f.data_type() == &arrow::datatypes::DataType::Utf8);
+                    if !fits {
+                        return Err(o.error(
+                            "format",
+                            format!(
+                                "compatible_debezium_json writes the rows of a CDC source with format = COMPATIBLE_DEBEZIUM_JSON \
+                                 (text columns topic, key, value); input table {} has no text column '{col}'",
+                                t.name
+                            ),
+                        ));
+                    }
+                }
+            }
+            if opts.key_fields.is_some() {
+                tracing::warn!("{NAME}: with format = compatible_debezium_json each message's key is the row's key column; partition_key_fields is ignored");
+            }
+            key_columns.clear();
+        }
         let topic = match topic_field(&opts.topic) {
+            _ if debezium => TopicRule::Row,
             None => TopicRule::Fixed(opts.topic.clone()),
             Some(field) => {
                 let Some(table) = input.first() else {
@@ -246,6 +272,9 @@ enum TopicRule {
         placeholder: String,
         column: usize,
     },
+    /// `format = compatible_debezium_json`: each row's `topic` column (SeaTunnel ignores
+    /// the `topic` option then); its `key` column is the message's key.
+    Row,
 }
 
 impl TopicRule {
@@ -253,6 +282,7 @@ impl TopicRule {
     fn text(&self) -> &str {
         match self {
             TopicRule::Fixed(t) | TopicRule::Field { template: t, .. } => t,
+            TopicRule::Row => "${topic}",
         }
     }
 }
@@ -751,12 +781,32 @@ impl SinkWriter for Writer {
                     .map_err(|e| FerryError::internal(format!("Kafka key columns: {e}")))?,
             )
         };
+        // compatible_debezium_json: the rows' topic and key columns.
+        let row_columns = match self.topic {
+            TopicRule::Row => {
+                let schema = batch.data.schema();
+                let col = |n: &str| {
+                    schema.index_of(n).map_err(|_| {
+                        FerryError::data(
+                            NAME,
+                            format!("compatible_debezium_json: the rows have no column '{n}'"),
+                        )
+                    })
+                };
+                Some((col("topic")?, col("key")?))
+            }
+            _ => None,
+        };
         for i in 0..batch.num_rows() {
             let body = self
                 .encoder
                 .encode_change(&batch.data, batch.kind(i), i)
                 .map_err(|e| FerryError::data(NAME, format!("row {i}: {e}")))?;
             let key = match &keys {
+                _ if row_columns.is_some() => row_columns.and_then(|(_, k)| {
+                    let c = batch.data.column(k);
+                    (!c.is_null(i)).then(|| ferry_formats::text_value(c.as_ref(), i).into_bytes())
+                }),
                 Some(k) => Some(
                     self.encoder
                         .encode(k, i)
@@ -788,6 +838,20 @@ impl SinkWriter for Writer {
                     self.topic_buf.push_str(before);
                     ferry_api::javatext::write_value(&mut self.topic_buf, col.as_ref(), i);
                     self.topic_buf.push_str(after);
+                    &self.topic_buf
+                }
+                TopicRule::Row => {
+                    let column = row_columns.map(|(t, _)| t).unwrap_or_default();
+                    let col = batch.data.column(column);
+                    if col.is_null(i) {
+                        return Err(FerryError::data(
+                            NAME,
+                            format!("compatible_debezium_json: the topic of row {i} is null"),
+                        ));
+                    }
+                    self.topic_buf.clear();
+                    self.topic_buf
+                        .push_str(&ferry_formats::text_value(col.as_ref(), i));
                     &self.topic_buf
                 }
             };

@@ -109,6 +109,12 @@ fn read_entry(o: &mut Options, in_list: bool) -> Result<Entry> {
         table = TableSchema::new(topic.as_str(), table.schema.clone()).with_catalog(catalog);
     }
     let (format, on_error) = read_change_format(o)?;
+    if format == Format::CompatibleDebeziumJson {
+        return Err(o.error(
+            "format",
+            "compatible_debezium_json is a sink format (SeaTunnel's Kafka source reads it neither); read Debezium's messages with debezium_json",
+        ));
+    }
     let checked = match &format {
         Format::Avro => ferry_formats::avro::check_schema(&table.schema),
         Format::Protobuf(p) => p.check(&table.schema, false),

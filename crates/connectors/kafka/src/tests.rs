@@ -788,3 +788,118 @@ fn read_start_mode_for_test(v: Value) -> Result<String> {
     let mut o = Options::from_json(NAME, v);
     crate::source::read_start_mode(&mut o).map(|m| format!("{m:?}"))
 }
+
+/// Every message of partition 0 of `topic`, to its end offset: (key, value).
+fn keyed_messages(topic: &str) -> Vec<(Option<String>, String)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", SERVERS)
+        .set("group.id", "ferry-test-keyed-messages")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let (_, mut left) = c
+        .fetch_watermarks(topic, 0, Duration::from_secs(10))
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let start = std::time::Instant::now();
+    while left > 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "{out:?}");
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            let text = |b: Option<&[u8]>| b.map(|b| String::from_utf8_lossy(b).to_string());
+            out.push((text(m.key()), text(m.payload()).unwrap_or_default()));
+            left -= 1;
+        }
+    }
+    out
+}
+
+/// `format = compatible_debezium_json`: each row of a CDC source with that format goes to
+/// the topic its `topic` column names, its `key` and `value` columns as the message's key
+/// and value (no key when the column is null), as SeaTunnel's
+/// `CompatibleDebeziumJsonSerializationSchema` writes them.
+#[test]
+fn sink_compatible_debezium_json_writes_each_rows_key_and_value_to_its_topic() {
+    let base = topic("sink-dbz", 1);
+    let (a, b) = (format!("{base}.public.a"), format!("{base}.public.b"));
+    create_topic(&a, 1);
+    create_topic(&b, 1);
+    let schema = ferry_formats::debezium_envelope::row_schema();
+    let cdc_table = TableSchema::new("default.default", schema.clone());
+    let make = |input: &[TableSchema]| {
+        KafkaSinkFactory.create(
+            &mut Options::from_json(
+                NAME,
+                json!({"bootstrap.servers": SERVERS, "topic": "not-used",
+                       "format": "COMPATIBLE_DEBEZIUM_JSON",
+                       "kafka.config": {"batch.num.messages": "1"}}),
+            ),
+            input,
+            &job(JobMode::Streaming),
+        )
+    };
+    let s = make(&[cdc_table]).unwrap();
+    let rows = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(vec![a.as_str(), b.as_str(), a.as_str()])),
+            Arc::new(StringArray::from(vec![
+                Some(r#"{"payload":{"id":1}}"#),
+                None,
+                Some(r#"{"payload":{"id":3}}"#),
+            ])),
+            Arc::new(StringArray::from(vec![
+                r#"{"payload":{"op":"c"}}"#,
+                r#"{"payload":{"op":"r"}}"#,
+                r#"{"payload":{"op":"d"}}"#,
+            ])),
+        ],
+    )
+    .unwrap();
+    let ctx = WriterContext {
+        subtask: 0,
+        parallelism: 1,
+        job: job(JobMode::Streaming),
+        attempt: "a".into(),
+    };
+    let mut w = s.create_writer(&ctx, None).unwrap();
+    w.write(&ChangeBatch::inserts("default.default".into(), rows))
+        .unwrap();
+    w.prepare_commit(1).unwrap();
+    w.close().unwrap();
+    let some = |s: &str| Some(s.to_string());
+    assert_eq!(
+        keyed_messages(&a),
+        vec![
+            (
+                some(r#"{"payload":{"id":1}}"#),
+                r#"{"payload":{"op":"c"}}"#.into()
+            ),
+            (
+                some(r#"{"payload":{"id":3}}"#),
+                r#"{"payload":{"op":"d"}}"#.into()
+            ),
+        ]
+    );
+    assert_eq!(
+        keyed_messages(&b),
+        vec![(None, r#"{"payload":{"op":"r"}}"#.into())]
+    );
+    // Rows that are not a CDC source's topic/key/value are refused with the reason.
+    let e = make(&[table()]).unwrap_err().to_string();
+    assert!(e.contains("no text column 'topic'"), "{e}");
+    // The Kafka source does not read the format (SeaTunnel's neither).
+    let e = source(
+        &a,
+        JobMode::Batch,
+        json!({"format": "compatible_debezium_json"}),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("debezium_json"), "{e}");
+}
