@@ -86,6 +86,44 @@ pub struct EnvelopeOptions {
     pub value_schema: bool,
 }
 
+/// The value of `key` (`database.server.name`) in a job's `debezium` block, whether the
+/// job file quotes the dotted key (`"database.server.name" = …`) or HOCON nested it
+/// (`database.server.name = …` is `database { server { name = … } }`); SeaTunnel reads
+/// both forms alike.
+pub fn debezium_property<'a>(block: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    if let Some(v) = block.get(key) {
+        return Some(v);
+    }
+    let mut at = 0;
+    while let Some(dot) = key[at..].find('.') {
+        let (head, rest) = (&key[..at + dot], &key[at + dot + 1..]);
+        if let Some(Value::Object(inner)) = block.get(head) {
+            if let Some(v) = debezium_property(inner, rest) {
+                return Some(v);
+            }
+        }
+        at += dot + 1;
+    }
+    None
+}
+
+/// The keys of a job's `debezium` block as dotted names, nested blocks flattened
+/// (`database { server { name } }` is `database.server.name`).
+pub fn debezium_keys(block: &Map<String, Value>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, v) in block {
+        match v {
+            Value::Object(inner) if !inner.is_empty() => out.extend(
+                debezium_keys(inner)
+                    .into_iter()
+                    .map(|sub| format!("{k}.{sub}")),
+            ),
+            _ => out.push(k.clone()),
+        }
+    }
+    out
+}
+
 impl EnvelopeOptions {
     /// Reads the settings from a job's `debezium` block (the other keys are left to the
     /// caller); `Err` names the key whose value is not a boolean.
@@ -94,7 +132,7 @@ impl EnvelopeOptions {
         debezium: &Map<String, Value>,
     ) -> std::result::Result<EnvelopeOptions, String> {
         let flag = |key: &str| -> std::result::Result<bool, String> {
-            match debezium.get(key) {
+            match debezium_property(debezium, key) {
                 None | Some(Value::Null) => Ok(true),
                 Some(Value::Bool(b)) => Ok(*b),
                 Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(true),
@@ -102,7 +140,7 @@ impl EnvelopeOptions {
                 Some(other) => Err(format!("{key} = {other} is not true or false")),
             }
         };
-        let server_name = match debezium.get("database.server.name") {
+        let server_name = match debezium_property(debezium, "database.server.name") {
             Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
             None | Some(Value::Null) => connector.default_server_name().to_string(),
             Some(other) => return Err(format!("database.server.name = {other} is not a name")),
@@ -1172,6 +1210,17 @@ mod tests {
         assert_eq!(ev[0].1, Value::Null);
         assert_eq!(ev[0].2["op"], "c");
         assert_eq!(ev[0].2["after"]["id"], 1);
+        // HOCON nests an unquoted dotted key; it reads the same.
+        let nested = json!({"database": {"server": {"name": "shop_2"}},
+                            "value": {"converter.schemas": {"enable": false}}});
+        let opts = EnvelopeOptions::from_debezium(Connector::Postgres, nested.as_object().unwrap())
+            .unwrap();
+        assert_eq!(opts.server_name, "shop_2");
+        assert_eq!(
+            debezium_keys(nested.as_object().unwrap()),
+            vec!["database.server.name", "value.converter.schemas.enable"]
+        );
+        assert!(!opts.value_schema && opts.key_schema);
         dbz.insert("key.converter.schemas.enable".into(), json!(3));
         let err = EnvelopeOptions::from_debezium(Connector::Postgres, &dbz).unwrap_err();
         assert!(err.contains("key.converter.schemas.enable"), "{err}");

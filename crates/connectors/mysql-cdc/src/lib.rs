@@ -329,8 +329,7 @@ impl SourceFactory for MySqlCdcSourceFactory {
             ));
         }
         let debezium = c.debezium.unwrap_or_default();
-        if debezium
-            .get("include.schema.changes")
+        if debezium_envelope::debezium_property(&debezium, "include.schema.changes")
             .is_some_and(|v| v.as_bool() == Some(true) || v.as_str() == Some("true"))
         {
             return Err(o.error(
@@ -338,23 +337,24 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 "include.schema.changes = true asks for schema evolution, which is not supported yet",
             ));
         }
-        let heartbeat = match debezium.get("heartbeat.interval.ms") {
-            None => Duration::from_secs(1),
-            Some(v) => match v
-                .as_u64()
-                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-            {
-                Some(ms) if ms > 0 => Duration::from_millis(ms),
-                _ => {
-                    return Err(o.error(
-                        "debezium",
-                        format!(
+        let heartbeat =
+            match debezium_envelope::debezium_property(&debezium, "heartbeat.interval.ms") {
+                None => Duration::from_secs(1),
+                Some(v) => match v
+                    .as_u64()
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                {
+                    Some(ms) if ms > 0 => Duration::from_millis(ms),
+                    _ => {
+                        return Err(o.error(
+                            "debezium",
+                            format!(
                             "heartbeat.interval.ms = {v} is not a positive number of milliseconds"
                         ),
-                    ))
-                }
-            },
-        };
+                        ))
+                    }
+                },
+            };
         let envelope = if c.format.eq_ignore_ascii_case("compatible_debezium_json") {
             Some(
                 EnvelopeOptions::from_debezium(Connector::MySql, &debezium)
@@ -371,7 +371,7 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 ),
             ));
         };
-        for k in debezium.keys() {
+        for k in debezium_envelope::debezium_keys(&debezium) {
             let used = envelope.is_some() && EnvelopeOptions::KEYS.contains(&k.as_str());
             if k != "heartbeat.interval.ms" && k != "include.schema.changes" && !used {
                 tracing::info!(

@@ -226,8 +226,7 @@ impl SourceFactory for PostgresCdcSourceFactory {
         let debezium_props = c.debezium.unwrap_or_default();
         let publication = match c.publication {
             Some(p) => p,
-            None => debezium_props
-                .get("publication.name")
+            None => debezium_envelope::debezium_property(&debezium_props, "publication.name")
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("{slot}_publication")),
