@@ -8,10 +8,12 @@
 //!   source table holds after the snapshot, and again after inserts, an update and a
 //!   delete (or a delete of every row); and its restore case, a savepoint taken with one
 //!   table and restored with two.
-//! - A chaos test: a keyed table under a continuous workload of multi-statement
-//!   transactions while the job (MySQL-CDC → Jdbc upserts) is killed with SIGKILL again and
-//!   again, in the snapshot and in the binlog phase; afterwards the target equals the
-//!   source row for row.
+//! - The chaos test (tests/common/chaos.rs): a keyed table of 200 000 rows, every 100th
+//!   with a value of 10–32 KB, under a continuous workload of multi-statement transactions
+//!   while the job (MySQL-CDC → Jdbc upserts) is killed with SIGKILL 20 times, in the
+//!   snapshot and in the binlog phase; afterwards the target equals the source row for row,
+//!   no binlog dump of the job's replica id is left and its position is close to the
+//!   server's end.
 //! - The same on Spark (`--engine spark`, into PostgreSQL): the driver's whole process
 //!   group killed in the snapshot and in the binlog phase, then the target equals the source.
 //!
@@ -25,6 +27,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use common::chaos::{self, BIG_EVERY};
 use common::{repo_root, Rng};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -284,65 +287,70 @@ fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot() {
     );
 }
 
-/// The state reader 0 of the job's source saved in its latest checkpoint, as text.
-fn latest_reader_state(job_dir: &std::path::Path) -> Option<(u64, String)> {
-    let dir = job_dir.join("sources/0");
-    let latest = std::fs::read_dir(&dir)
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
-        .max()?;
-    std::fs::read(dir.join(latest.to_string()).join("0"))
-        .ok()
-        .map(|b| (latest, String::from_utf8_lossy(&b).into_owned()))
-}
+/// The chaos test's tables: database `ferry_mcdc_chaos`, read as replica 6201.
+struct ChaosMariaDb;
 
-const CHAOS_ROWS: u64 = 20_000;
-const CHAOS_KILLS: u64 = 20;
+const CHAOS_CHECKPOINT_MS: u64 = 200;
+const CHAOS_SERVER_ID: u32 = 6201;
 
-/// One transaction of the chaos workload: updates, inserts (some with large values) and
-/// deletes.
-fn chaos_round(round: u64, rng: &mut Rng) {
-    let m = rng.between(0, 13);
-    let base = CHAOS_ROWS + 1 + round * 10;
-    mariadb(&format!(
-        "USE ferry_mcdc_chaos; BEGIN;
-         UPDATE ferry_mcdc_chaos.src SET v = v + 1, note = concat(note, '.') WHERE id % 13 = {m} AND id % 17 = {};
-         INSERT INTO ferry_mcdc_chaos.src (id, v, note) SELECT {base} + seq, 0, repeat(md5(seq), {}) FROM seq_0_to_9;
-         DELETE FROM ferry_mcdc_chaos.src WHERE id % 101 = {};
-         COMMIT;",
-        rng.between(0, 17),
-        rng.between(1, 300),
-        rng.between(0, 101)
-    ));
-}
+impl chaos::Dialect for ChaosMariaDb {
+    fn sql(&self, sql: &str) -> String {
+        mariadb(sql)
+    }
 
-#[test]
-fn a_keyed_table_under_load_survives_repeated_kills_row_for_row() {
-    mariadb(&format!(
-        "DROP DATABASE IF EXISTS ferry_mcdc_chaos; CREATE DATABASE ferry_mcdc_chaos;
-         CREATE TABLE ferry_mcdc_chaos.src (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext);
-         CREATE TABLE ferry_mcdc_chaos.dst (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext);
-         USE ferry_mcdc_chaos;
-         INSERT INTO ferry_mcdc_chaos.src SELECT seq, 0, concat('row ', seq, repeat(md5(seq), 20)) FROM seq_1_to_{CHAOS_ROWS};"
-    ));
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.conf");
-    std::fs::write(
-        &job,
-        r#"
-env { job.name = "mysqlcdc-chaos", job.mode = "STREAMING", checkpoint.interval = 200 }
-source {
-  MySQL-CDC {
+    fn create_tables(&self, rows: u64) {
+        mariadb(&format!(
+            "DROP DATABASE IF EXISTS ferry_mcdc_chaos; CREATE DATABASE ferry_mcdc_chaos;
+             CREATE TABLE ferry_mcdc_chaos.src (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext, big mediumtext);
+             CREATE TABLE ferry_mcdc_chaos.dst (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext, big mediumtext);
+             USE ferry_mcdc_chaos;
+             INSERT INTO src SELECT seq, 0, concat('row ', seq), IF(seq % {BIG_EVERY} = 0, repeat(md5(seq), 300 + seq % 700), NULL)
+               FROM seq_1_to_{rows};"
+        ));
+    }
+
+    fn transaction(&self, t: &chaos::Transaction) -> String {
+        let from = t.insert_from;
+        format!(
+            "USE ferry_mcdc_chaos; BEGIN;
+             UPDATE src SET v = v + 1, note = concat(note, '.') WHERE id BETWEEN {u} AND {u} + 1999 AND id % 19 = {};
+             INSERT INTO src (id, v, note, big)
+               SELECT {from} + seq, 0, repeat(md5(seq), {}), IF(seq = 0, repeat(md5({from} + seq), {}), NULL) FROM seq_0_to_9;
+             UPDATE src SET big = repeat(md5(id + {}), {}) WHERE id = {};
+             DELETE FROM src WHERE id BETWEEN {d} AND {d} + 199 AND id % 7 = {};
+             COMMIT;",
+            t.update.1,
+            t.note_md5s,
+            t.big_md5s,
+            t.round,
+            t.big_md5s,
+            t.big_id,
+            t.delete.1,
+            u = t.update.0,
+            d = t.delete.0
+        )
+    }
+
+    fn rows_query(&self, t: &str) -> String {
+        format!("SELECT id, v, md5(note), md5(big) FROM ferry_mcdc_chaos.{t} ORDER BY id")
+    }
+
+    fn job(&self) -> String {
+        format!(
+            r#"
+env {{ job.name = "mysqlcdc-chaos", job.mode = "STREAMING", checkpoint.interval = {CHAOS_CHECKPOINT_MS} }}
+source {{
+  MySQL-CDC {{
     base-url = "jdbc:mysql://127.0.0.1:3306/ferry_mcdc_chaos"
     username = "root"
     table-names = ["ferry_mcdc_chaos.src"]
-    server-id = 6201
-    snapshot.split.size = 100
+    server-id = {CHAOS_SERVER_ID}
+    snapshot.split.size = 2000
     exactly_once = true
-  }
-}
-sink {
-  Jdbc {
+  }}
+}}
+sink {{
+  Jdbc {{
     url = "jdbc:mysql://127.0.0.1:3306/ferry_mcdc_chaos"
     driver = "com.mysql.cj.jdbc.Driver"
     user = "root"
@@ -350,84 +358,69 @@ sink {
     database = ferry_mcdc_chaos
     table = dst
     primary_keys = ["id"]
-  }
-}
-"#,
-    )
-    .unwrap();
-    let ckpt = dir.path().join("ckpt");
-    // The workload runs throughout, one transaction after another.
-    let workload = common::Workload::start(0xcdc0_c4a6, Duration::from_millis(20), chaos_round);
-    let mut rng = Rng(0x5eed_cdc2);
-    let mut kills = 0;
-    // Kills after which the job resumed from a checkpoint inside the snapshot, or in the binlog.
-    let (mut in_snapshot, mut in_binlog) = (0, 0);
-    // Whether the latest checkpoint was taken after the snapshot.
-    let mut snapshot_done = false;
-    for i in 0..CHAOS_KILLS {
-        let before = latest_reader_state(&ckpt.join("chaos")).map(|(id, _)| id);
-        let mut child = common::start_job(&job, "chaos", &ckpt, &[]);
-        if snapshot_done || i >= 6 {
-            // Kills at random moments, mostly in the binlog.
-            std::thread::sleep(Duration::from_millis(rng.between(800, 2500)));
-        } else {
-            // While the snapshot lasts (20 000 rows of 650 bytes upserted into
-            // MariaDB take seconds, checkpoints come every 200 ms), each run is killed soon
-            // after its first checkpoint, so that restores start inside the snapshot however
-            // fast the machine copies it.
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            while std::time::Instant::now() < deadline
-                && latest_reader_state(&ckpt.join("chaos")).map(|(id, _)| id) == before
-            {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            std::thread::sleep(Duration::from_millis(rng.between(0, 150)));
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "run {i} ended by itself ({status}): {}",
-                common::stderr_of(child)
-            );
-        }
-        let _ = child.kill(); // SIGKILL
-        let _ = child.wait();
-        kills += 1;
-        match latest_reader_state(&ckpt.join("chaos")) {
-            Some((_, s)) if s.contains("\"snapshotted\":[]") => in_snapshot += 1,
-            Some(_) => {
-                in_binlog += 1;
-                snapshot_done = true;
-            }
-            None => {}
-        }
+  }}
+}}
+"#
+        )
     }
-    assert!(
-        in_snapshot > 0 && in_binlog > 0,
-        "restored {in_snapshot} times inside the snapshot and {in_binlog} times in the binlog"
+
+    fn check_server(&self, position: &serde_json::Value) {
+        // No binlog dump of the job's replica id is left (a killed run's ends when the
+        // server notices the closed connection).
+        let gone = common::eventually(Duration::from_secs(30), || {
+            !mariadb("SHOW SLAVE HOSTS")
+                .lines()
+                .any(|l| l.split('\t').next() == Some(&CHAOS_SERVER_ID.to_string()))
+        });
+        assert!(
+            gone,
+            "replica {CHAOS_SERVER_ID} is still registered: {}",
+            mariadb("SHOW SLAVE HOSTS")
+        );
+        // The savepoint's position is close to the server's end: the binlog from it on,
+        // across files.
+        let file = position["file"].as_str().unwrap_or_default();
+        let pos = position["pos"].as_u64().unwrap_or_default();
+        let logs = mariadb("SHOW BINARY LOGS");
+        let sizes: Vec<(&str, u64)> = logs
+            .lines()
+            .filter_map(|l| {
+                let mut c = l.split('\t');
+                Some((c.next()?, c.next()?.parse().ok()?))
+            })
+            .collect();
+        let from = sizes.iter().position(|(f, _)| *f == file);
+        let behind = from.map(|i| {
+            sizes[i..]
+                .iter()
+                .map(|(_, s)| s)
+                .sum::<u64>()
+                .saturating_sub(pos)
+        });
+        assert!(
+            behind.is_some_and(|b| b < 64 << 20),
+            "the job's position {file}:{pos} is {behind:?} bytes behind the server's end ({logs})"
+        );
+    }
+
+    fn clean_up(&self) {
+        mariadb("DROP DATABASE IF EXISTS ferry_mcdc_chaos");
+    }
+}
+
+#[test]
+fn a_keyed_table_under_load_survives_repeated_kills_row_for_row() {
+    chaos::survives_repeated_kills(
+        ChaosMariaDb,
+        &chaos::Chaos {
+            rows: 200_000,
+            kills: 20,
+            snapshot_kills: 7,
+            checkpoint_ms: CHAOS_CHECKPOINT_MS,
+            workload_seed: 0xcdc0_c4a6,
+            kill_seed: 0x5eed_cdc2,
+        },
     );
-    // The last run starts under load too; then the workload stops and it catches up.
-    let mut last = common::start_job(&job, "chaos", &ckpt, &[]);
-    std::thread::sleep(Duration::from_secs(3));
-    let rounds = workload.stop();
-    let text = |t: &str| {
-        mariadb(&format!(
-            "SELECT id, v, md5(note) FROM ferry_mcdc_chaos.{t} ORDER BY id"
-        ))
-    };
-    let same = common::eventually(Duration::from_secs(120), || text("src") == text("dst"));
-    common::wait_running("chaos", &ckpt, "local", Duration::from_secs(30));
-    common::request_savepoint("chaos", &ckpt);
-    let status = common::wait_for(&mut last, Duration::from_secs(60), "the last run");
-    let err = common::stderr_of(last);
-    assert!(status.success(), "{err}");
-    assert!(
-        same,
-        "after {kills} kills and {rounds} transactions the target differs: {} rows in src, {} in dst",
-        mariadb("SELECT count(*) FROM ferry_mcdc_chaos.src").trim(),
-        mariadb("SELECT count(*) FROM ferry_mcdc_chaos.dst").trim()
-    );
-    assert!(rounds > 20, "only {rounds} workload transactions ran");
-    mariadb("DROP DATABASE IF EXISTS ferry_mcdc_chaos");
 }
 
 #[test]

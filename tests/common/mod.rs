@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end tests.
 #![allow(dead_code)]
 
+pub mod chaos;
 pub mod http;
 pub mod kafka_log;
 
