@@ -301,7 +301,7 @@ sink {{
         )
     }
 
-    fn check_server(&self, _position: &serde_json::Value) {
+    fn check_server(&self, position: &serde_json::Value) {
         // Only the job's own slot: no temporary one, none leaked beside it (other tests'
         // slots, of other names, are theirs).
         let slots = psql(
@@ -320,6 +320,20 @@ sink {{
         assert!(
             behind < 64 << 20,
             "the slot is {behind} bytes behind the server"
+        );
+        // … and never ahead of the checkpoint a restart resumes from: the slot is
+        // confirmed only once the checkpoint covering the position is committed.
+        let confirmed: u64 = psql(
+            "test",
+            "SELECT (confirmed_flush_lsn - '0/0')::int8 FROM pg_replication_slots WHERE slot_name = 'ferry_chaos'",
+        )
+        .trim()
+        .parse()
+        .unwrap();
+        let saved = position["lsn"].as_u64();
+        assert!(
+            saved.is_some_and(|lsn| confirmed <= lsn),
+            "the slot is confirmed at {confirmed}, past the savepoint's position {position}"
         );
     }
 
