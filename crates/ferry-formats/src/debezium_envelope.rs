@@ -591,20 +591,30 @@ pub enum LogPosition {
     },
 }
 
+/// A captured table's name, as the events' `source` block and topic give it.
+#[derive(Debug, Clone, Copy)]
+pub struct TableName<'a> {
+    /// The database.
+    pub db: &'a str,
+    /// The schema (PostgreSQL); MySQL has none.
+    pub schema: Option<&'a str>,
+    /// The table.
+    pub table: &'a str,
+}
+
 impl TableEnvelope {
-    /// Describes table `table` of `db` (and, on PostgreSQL, `schema`) with `columns` in
-    /// table order and key columns `key` (indexes into `columns`; empty for a table
-    /// without a key). `full_before`: the row before an update is the whole row.
+    /// Describes table `name` with `columns` in table order and key columns `key`
+    /// (indexes into `columns`; empty for a table without a key). `full_before`: the row
+    /// before an update is the whole row.
     pub fn new(
         connector: Connector,
         options: &EnvelopeOptions,
-        db: &str,
-        schema: Option<&str>,
-        table: &str,
+        name: TableName<'_>,
         columns: &[EnvelopeColumn<'_>],
         key: &[usize],
         full_before: bool,
     ) -> TableEnvelope {
+        let TableName { db, schema, table } = name;
         let topic = match schema {
             Some(s) => format!("{}.{s}.{table}", options.server_name),
             None => format!("{}.{db}.{table}", options.server_name),
@@ -631,10 +641,7 @@ impl TableEnvelope {
         let key_schema = (!key.is_empty()).then(|| {
             json!({
                 "type": "struct",
-                "fields": row_fields(&mut key.iter().map(|i| {
-                    // Key columns are never null.
-                    *i
-                })),
+                "fields": row_fields(&mut key.iter().copied()),
                 "optional": false,
                 "name": format!("{topic}.Key"),
             })
@@ -1000,9 +1007,11 @@ mod tests {
         let t = TableEnvelope::new(
             Connector::Postgres,
             &opts,
-            "shop",
-            Some("public"),
-            "products",
+            TableName {
+                db: "shop",
+                schema: Some("public"),
+                table: "products",
+            },
             &cols,
             &[0],
             full_before,
@@ -1196,9 +1205,11 @@ mod tests {
         let t = TableEnvelope::new(
             Connector::Postgres,
             &opts,
-            "shop",
-            Some("public"),
-            "products",
+            TableName {
+                db: "shop",
+                schema: Some("public"),
+                table: "products",
+            },
             &cols,
             &[],
             false,

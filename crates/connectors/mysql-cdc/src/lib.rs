@@ -46,7 +46,7 @@ use ferry_db::mysql_binlog::{binlog_kind, charset_encoding, BinlogKind, BinlogPo
 use ferry_db::relation::describe_table;
 use ferry_db::{connect_mysql, literal, parse_url, ConnInfo, Dialect, Secret};
 use ferry_formats::debezium_envelope::{
-    self, Connector, EnvelopeColumn, EnvelopeOptions, TableEnvelope,
+    self, Connector, EnvelopeColumn, EnvelopeOptions, TableEnvelope, TableName,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::{json, Map, Value};
@@ -441,7 +441,12 @@ fn envelope_of(
         .iter()
         .filter_map(|k| columns.iter().position(|c| &c.name == k))
         .collect();
-    TableEnvelope::new(Connector::MySql, opts, db, None, table, &cols, &key, true)
+    let name = TableName {
+        db,
+        schema: None,
+        table,
+    };
+    TableEnvelope::new(Connector::MySql, opts, name, &cols, &key, true)
 }
 
 impl MySqlCdcSource {

@@ -44,7 +44,7 @@ use ferry_api::{
 use ferry_db::relation::describe_pg_table;
 use ferry_db::{connect_pg, parse_url, pg_error_text, ConnInfo, Dialect, Secret};
 use ferry_formats::debezium_envelope::{
-    self, Connector, EnvelopeColumn, EnvelopeOptions, TableEnvelope,
+    self, Connector, EnvelopeColumn, EnvelopeOptions, TableEnvelope, TableName,
 };
 use serde_json::{json, Map, Value};
 
@@ -352,9 +352,11 @@ fn envelope_of(
     TableEnvelope::new(
         Connector::Postgres,
         opts,
-        database,
-        Some(pg_schema),
-        pg_table,
+        TableName {
+            db: database,
+            schema: Some(pg_schema),
+            table: pg_table,
+        },
         &cols,
         &key,
         full_before,
