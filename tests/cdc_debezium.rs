@@ -30,9 +30,9 @@ fn drop_slot(slot: &str) {
     );
 }
 
-/// Every message of partition 0 of `topic` once at least `want` are there (or 60 s have
+/// Every message of partition 0 of `topic` once at least `want` are there (or `limit` has
 /// passed, or, with `want` 0, the end offset is reached): (key, value).
-fn read_topic(topic: &str, want: usize) -> Vec<(Option<String>, String)> {
+fn read_topic(topic: &str, want: usize, limit: Duration) -> Vec<(Option<String>, String)> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
     let c: BaseConsumer = ClientConfig::new()
@@ -54,7 +54,7 @@ fn read_topic(topic: &str, want: usize) -> Vec<(Option<String>, String)> {
         if out.len() as i64 >= high && out.len() >= want {
             return out;
         }
-        if start.elapsed() > Duration::from_secs(60) {
+        if start.elapsed() > limit {
             return out;
         }
         match c.poll(Duration::from_millis(200)) {
@@ -157,7 +157,9 @@ sink {{
         &[]
     };
     let mut child = common::start_job(&job, "dbz", &ckpt, extra);
-    let snapshot = read_topic(&topic, 3);
+    // A Spark session takes a while to start, and its first micro-batch longer.
+    let limit = Duration::from_secs(if engine == "spark" { 240 } else { 60 });
+    let snapshot = read_topic(&topic, 3, limit);
     let t = format!("{schema}.t");
     if snapshot.len() >= 3 {
         for sql in [
@@ -187,7 +189,7 @@ sink {{
         ("c", 5, -1, 0),
         ("d", 4, 1, -1),
     ];
-    let got = read_topic(&topic, expected.len());
+    let got = read_topic(&topic, expected.len(), limit);
     common::request_savepoint("dbz", &ckpt);
     let status = common::wait_for(&mut child, Duration::from_secs(120), "the dbz job");
     let err = common::stderr_of(child);
@@ -203,7 +205,10 @@ sink {{
         .collect();
     assert_eq!(events, expected, "{engine}: the topic's events\n{err}");
     // Nothing more came after the savepoint either.
-    assert_eq!(read_topic(&topic, 0).len(), expected.len());
+    assert_eq!(
+        read_topic(&topic, 0, Duration::from_secs(60)).len(),
+        expected.len()
+    );
     drop_slot(&slot);
 }
 

@@ -5,9 +5,11 @@
 //! rows and rows into message bodies in SeaTunnel's `json` and `text` formats and its
 //! change-data formats (Canal, Debezium, Maxwell, OGG, Kafka Connect; [`ChangeFormat`]), the options
 //! that choose them, secrets kept out of `Debug` output, and acknowledgements held until
-//! their checkpoint completes, and the enumerator of a source read as one split. It lives here, not in one connector, because no connector
-//! may depend on another. The JSON forms of values are `ferry_api::value`'s (the same as
-//! LocalFile's JSON files), so a row written by one connector reads back in any other.
+//! their checkpoint completes, and the enumerator of a source read as one split; and the
+//! Debezium events of the CDC sources' `COMPATIBLE_DEBEZIUM_JSON` ([`debezium_envelope`]).
+//! It lives here, not in one connector, because no connector may depend on another. The
+//! JSON forms of values are `ferry_api::value`'s (the same as LocalFile's JSON files), so a
+//! row written by one connector reads back in any other.
 
 use std::sync::Arc;
 
