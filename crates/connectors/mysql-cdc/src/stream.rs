@@ -510,6 +510,9 @@ struct Pending {
     kinds: Vec<u8>,
     /// Per row, where its rows event is (kept for Debezium events only).
     at: Vec<RowAt>,
+    /// The MariaDB GTID of the rows' transaction (the commit takes the transaction before
+    /// the rows are handed over).
+    gtid: Option<String>,
 }
 
 /// Where a row was read in the binlog: its rows event's start, server and time, and its
@@ -1367,6 +1370,11 @@ impl Task<'_> {
                     )?,
                     kinds: Vec::new(),
                     at: Vec::new(),
+                    gtid: self
+                        .txn
+                        .as_ref()
+                        .and_then(|t| t.gtid)
+                        .map(|g| format!("{}-{}-{}", g.domain, g.server, g.seq)),
                 });
             }
             let table = &self.s.tables[t];
@@ -1501,12 +1509,7 @@ impl Task<'_> {
         let table = &self.s.tables[p.table];
         let batch =
             ChangeBatch::with_kinds(table.schema.name.clone(), data, UInt8Array::from(p.kinds));
-        let gtid = self
-            .txn
-            .as_ref()
-            .and_then(|t| t.gtid)
-            .map(|g| format!("{}-{}-{}", g.domain, g.server, g.seq));
-        let (file, at) = (self.file.clone(), p.at);
+        let (file, at, gtid) = (self.file.clone(), p.at, p.gtid);
         let batch = as_events(table, batch, &|i| {
             let a = at.get(i).copied().unwrap_or_default();
             Origin {

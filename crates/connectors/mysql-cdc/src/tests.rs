@@ -832,7 +832,17 @@ fn compatible_debezium_json_writes_each_change_as_debeziums_event() {
         assert!(src["pos"].as_i64().unwrap() > 0, "{src}");
         assert!(src["ts_ms"].as_i64().unwrap() > 1_600_000_000_000, "{src}");
         assert_eq!(src["ts_ms"].as_i64().unwrap() % 1000, 0, "{src}");
+        // MariaDB's GTID of the transaction: domain-server-sequence.
+        let gtid = src["gtid"].as_str().unwrap_or_default();
+        let parts: Vec<&str> = gtid.split('-').collect();
+        assert!(
+            parts.len() == 3 && parts.iter().all(|p| p.parse::<u64>().is_ok()),
+            "{src}"
+        );
     }
+    // Each statement is its own transaction: its own GTID.
+    let gtid = |i: usize| payload(i)["source"]["gtid"].clone();
+    assert!(gtid(1) != gtid(2) && gtid(4) == gtid(5), "{rows:?}");
     // Binlog order: each later statement's rows event lies further on.
     let pos = |i: usize| payload(i)["source"]["pos"].as_i64().unwrap();
     assert!(
