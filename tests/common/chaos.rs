@@ -262,10 +262,10 @@ pub fn survives_repeated_kills<D: Dialect>(d: D, c: &Chaos) {
         let plan = if i == 0 {
             Plan::Early
         } else if i <= c.snapshot_kills {
-            // Spread over the first two thirds or so of the key range, so that the rest of
-            // the snapshot outlasts the pause before the kill however fast it goes.
+            // At 1/(n+2), 2/(n+2) … n/(n+2) of the key range (n the snapshot kills), so that
+            // the rest of the snapshot outlasts the pause before the kill however fast it goes.
             Plan::SnapshotPast(c.rows * i / (c.snapshot_kills + 2))
-        } else if (i - c.snapshot_kills) % 4 == 0 {
+        } else if (i - c.snapshot_kills).is_multiple_of(4) {
             Plan::Early
         } else {
             Plan::Streaming
