@@ -62,8 +62,8 @@ ferry_api::declare_options! {
     struct SinkOptions => OWN_SPECS {
         /// Brokers to contact first, `host:port[,host:port…]`.
         servers: String = "bootstrap.servers", required;
-        /// The topic to write to; `${column}` in it is replaced by each row's value of that column (SeaTunnel's topic from a field).
-        topic: String = "topic", required;
+        /// The topic to write to; `${column}` in it is replaced by each row's value of that column (SeaTunnel's topic from a field). Required, except with format = compatible_debezium_json (each row names its topic).
+        topic: String = "topic", optional;
         /// Messages whose body contains the i-th text go to partition i; the others to the remaining partitions by the body's hash (SeaTunnel's MessageContentPartitioner).
         assign_partitions: Vec<String> = "assign_partitions", optional;
         /// Columns whose values (encoded in `format`) form each message's key, so that librdkafka's partitioner sends equal keys to the same partition.
@@ -204,9 +204,14 @@ impl SinkFactory for KafkaSinkFactory {
             }
             key_columns.clear();
         }
-        let topic = match topic_field(&opts.topic) {
+        let topic_text = match &opts.topic {
+            Some(t) => t.clone(),
+            None if debezium => String::new(),
+            None => return Err(o.error("topic", "is required but not set")),
+        };
+        let topic = match topic_field(&topic_text) {
             _ if debezium => TopicRule::Row,
-            None => TopicRule::Fixed(opts.topic.clone()),
+            None => TopicRule::Fixed(topic_text.clone()),
             Some(field) => {
                 let Some(table) = input.first() else {
                     return Err(o.error("topic", "the sink has no input table"));
@@ -221,7 +226,7 @@ impl SinkFactory for KafkaSinkFactory {
                     )
                 })?;
                 TopicRule::Field {
-                    template: opts.topic.clone(),
+                    template: topic_text.clone(),
                     placeholder: format!("${{{field}}}"),
                     column,
                 }

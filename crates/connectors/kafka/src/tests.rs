@@ -863,7 +863,8 @@ fn sink_compatible_debezium_json_writes_each_rows_key_and_value_to_its_topic() {
         KafkaSinkFactory.create(
             &mut Options::from_json(
                 NAME,
-                json!({"bootstrap.servers": SERVERS, "topic": "not-used",
+                // Without `topic`, as SeaTunnel's documentation writes the job.
+                json!({"bootstrap.servers": SERVERS,
                        "format": "COMPATIBLE_DEBEZIUM_JSON",
                        "kafka.config": {"batch.num.messages": "1"}}),
             ),
@@ -918,6 +919,16 @@ fn sink_compatible_debezium_json_writes_each_rows_key_and_value_to_its_topic() {
         keyed_messages(&b),
         vec![(None, r#"{"payload":{"op":"r"}}"#.into())]
     );
+    // Other formats need `topic`.
+    let e = KafkaSinkFactory
+        .create(
+            &mut Options::from_json(NAME, json!({"bootstrap.servers": SERVERS})),
+            &[table()],
+            &job(JobMode::Streaming),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("topic") && e.contains("required"), "{e}");
     // Rows that are not a CDC source's topic/key/value are refused with the reason.
     let e = make(&[table()]).unwrap_err().to_string();
     assert!(e.contains("no text column 'topic'"), "{e}");
