@@ -84,6 +84,20 @@ pub struct EnvelopeOptions {
     pub key_schema: bool,
     /// `value.converter.schemas.enable` (default true): values are `{schema, payload}`.
     pub value_schema: bool,
+    /// `decimal.handling.mode`: how decimal columns are written.
+    pub decimals: DecimalMode,
+}
+
+/// Debezium's `decimal.handling.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecimalMode {
+    /// `precise` (the default): `org.apache.kafka.connect.data.Decimal`, a JSON number with
+    /// the column's scale under SeaTunnel's `decimal.format = NUMERIC`.
+    Precise,
+    /// `double`: a `double`.
+    Double,
+    /// `string`: the plain text of the number.
+    String,
 }
 
 /// The value of `key` (`database.server.name`) in a job's `debezium` block, whether the
@@ -145,10 +159,22 @@ impl EnvelopeOptions {
             None | Some(Value::Null) => connector.default_server_name().to_string(),
             Some(other) => return Err(format!("database.server.name = {other} is not a name")),
         };
+        let decimals = match debezium_property(debezium, "decimal.handling.mode") {
+            None | Some(Value::Null) => DecimalMode::Precise,
+            Some(Value::String(m)) if m.eq_ignore_ascii_case("precise") => DecimalMode::Precise,
+            Some(Value::String(m)) if m.eq_ignore_ascii_case("double") => DecimalMode::Double,
+            Some(Value::String(m)) if m.eq_ignore_ascii_case("string") => DecimalMode::String,
+            Some(other) => {
+                return Err(format!(
+                    "decimal.handling.mode = {other} is not one of precise, double, string"
+                ))
+            }
+        };
         Ok(EnvelopeOptions {
             server_name,
             key_schema: flag("key.converter.schemas.enable")?,
             value_schema: flag("value.converter.schemas.enable")?,
+            decimals,
         })
     }
 
@@ -157,6 +183,7 @@ impl EnvelopeOptions {
         "database.server.name",
         "key.converter.schemas.enable",
         "value.converter.schemas.enable",
+        "decimal.handling.mode",
     ];
 }
 
@@ -228,6 +255,20 @@ fn allowed_values(source_type: &str) -> Option<String> {
 }
 
 impl DbzType {
+    /// The type under `decimal.handling.mode = mode`: decimals as doubles or text.
+    fn with_decimals(self, mode: DecimalMode) -> DbzType {
+        match (self, mode) {
+            (DbzType::Decimal { .. } | DbzType::VariableScaleDecimal, DecimalMode::Double) => {
+                DbzType::Double
+            }
+            (DbzType::Decimal { .. } | DbzType::VariableScaleDecimal, DecimalMode::String) => {
+                DbzType::String(None)
+            }
+            (DbzType::Array(item), _) => DbzType::Array(Box::new(item.with_decimals(mode))),
+            (t, _) => t,
+        }
+    }
+
     /// The Debezium type of a column of Arrow type `dt`, which the database names
     /// `source_type` (`timestamptz`, `datetime(3)`, `tinyint(1)`, `enum('a','b')`, …; empty
     /// when unknown), as `connector` writes it.
@@ -448,6 +489,17 @@ impl DbzType {
                         .collect(),
                 )
             }
+            (DbzType::Double, DataType::Decimal128(_, _) | DataType::UInt64) => {
+                match array_value_to_json(a, i, RowStyle::Named) {
+                    Value::Number(n) => n
+                        .to_string()
+                        .parse::<f64>()
+                        .ok()
+                        .and_then(serde_json::Number::from_f64)
+                        .map_or(Value::Null, Value::Number),
+                    other => other,
+                }
+            }
             (DbzType::Decimal { .. }, DataType::UInt64) => Value::Number(
                 a.as_primitive::<arrow::datatypes::UInt64Type>()
                     .value(i)
@@ -622,11 +674,17 @@ impl TableEnvelope {
         let cols: Vec<(String, DbzType, bool)> = columns
             .iter()
             .map(|c| {
-                (
-                    c.field.name().clone(),
-                    DbzType::of(connector, c.field.data_type(), c.source_type),
-                    c.field.is_nullable(),
-                )
+                let ty = DbzType::of(connector, c.field.data_type(), c.source_type);
+                // MySQL's BIGINT UNSIGNED follows bigint.unsigned.handling.mode (SeaTunnel
+                // sets precise), not decimal.handling.mode.
+                let st = c.source_type.to_ascii_lowercase();
+                let unsigned_bigint = st.starts_with("bigint") && st.contains("unsigned");
+                let ty = if unsigned_bigint {
+                    ty
+                } else {
+                    ty.with_decimals(options.decimals)
+                };
+                (c.field.name().clone(), ty, c.field.is_nullable())
             })
             .collect();
         let row_fields = |idx: &mut dyn Iterator<Item = usize>| -> Value {
@@ -1232,6 +1290,36 @@ mod tests {
             vec!["database.server.name", "value.converter.schemas.enable"]
         );
         assert!(!opts.value_schema && opts.key_schema);
+        // decimal.handling.mode: doubles or text instead of Connect decimals.
+        for (mode, ty, v) in [
+            ("double", "double", json!(-1.28)),
+            ("string", "string", json!("-1.28")),
+        ] {
+            let mut m = Map::new();
+            m.insert("decimal.handling.mode".into(), json!(mode));
+            let opts = EnvelopeOptions::from_debezium(Connector::Postgres, &m).unwrap();
+            let t = TableEnvelope::new(
+                Connector::Postgres,
+                &opts,
+                TableName {
+                    db: "shop",
+                    schema: Some("public"),
+                    table: "products",
+                },
+                &cols,
+                &[0],
+                false,
+            );
+            let ev = events(&t, &b, false);
+            assert_eq!(ev[0].2["payload"]["after"]["price"], v, "{mode}");
+            let price = &ev[0].2["schema"]["fields"][1]["fields"][2];
+            assert_eq!(price["type"], ty, "{mode}");
+            assert!(price.get("name").is_none(), "{mode}: {price}");
+        }
+        let mut m = Map::new();
+        m.insert("decimal.handling.mode".into(), json!("exact"));
+        let err = EnvelopeOptions::from_debezium(Connector::Postgres, &m).unwrap_err();
+        assert!(err.contains("decimal.handling.mode"), "{err}");
         dbz.insert("key.converter.schemas.enable".into(), json!(3));
         let err = EnvelopeOptions::from_debezium(Connector::Postgres, &dbz).unwrap_err();
         assert!(err.contains("key.converter.schemas.enable"), "{err}");

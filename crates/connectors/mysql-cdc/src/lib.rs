@@ -120,7 +120,7 @@ ferry_api::declare_options! {
         schema_changes: bool = "schema-changes.enabled", default false;
         /// Accepted: tinyint(1) is read as boolean, as SeaTunnel does by default.
         _int_type_narrowing: bool = "int_type_narrowing", default true;
-        /// Debezium properties: heartbeat.interval.ms is used, include.schema.changes = true is refused; with COMPATIBLE_DEBEZIUM_JSON also database.server.name (the topics' prefix) and key/value.converter.schemas.enable; the others are accepted and ignored.
+        /// Debezium properties: heartbeat.interval.ms is used, include.schema.changes = true is refused; with COMPATIBLE_DEBEZIUM_JSON also database.server.name (the topics' prefix), key/value.converter.schemas.enable and decimal.handling.mode; the others are accepted and ignored.
         debezium: Map<String, Value> = "debezium", optional;
     }
 }

@@ -111,7 +111,7 @@ ferry_api::declare_options! {
         exactly_once: bool = "exactly_once", default false;
         /// DEFAULT: rows in the tables' schemas; COMPATIBLE_DEBEZIUM_JSON: one row (topic, key, value) per change, key and value as Debezium's JSON.
         format: String = "format", default "DEFAULT", values FORMATS;
-        /// Debezium properties: publication.name is used; with COMPATIBLE_DEBEZIUM_JSON also database.server.name (the topics' prefix) and key/value.converter.schemas.enable; the others are accepted and ignored.
+        /// Debezium properties: publication.name is used; with COMPATIBLE_DEBEZIUM_JSON also database.server.name (the topics' prefix), key/value.converter.schemas.enable and decimal.handling.mode; the others are accepted and ignored.
         debezium: Map<String, Value> = "debezium", optional;
     }
 }
