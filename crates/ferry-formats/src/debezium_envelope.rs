@@ -591,8 +591,10 @@ pub struct TableEnvelope {
     /// PostgreSQL with `REPLICA IDENTITY FULL`); otherwise an update whose key did not
     /// change has `before: null`, as Debezium writes it.
     full_before: bool,
-    key_schema: Option<Value>,
-    value_schema: Value,
+    /// The key's schema as JSON text (written once, not per event); `None`: no key.
+    key_schema: Option<String>,
+    /// The value's schema as JSON text.
+    value_schema: String,
 }
 
 /// A column of a captured table, as [`TableEnvelope::new`] takes it.
@@ -759,8 +761,8 @@ impl TableEnvelope {
             columns: cols,
             key: key.to_vec(),
             full_before,
-            key_schema,
-            value_schema,
+            key_schema: key_schema.map(|k| k.to_string()),
+            value_schema: value_schema.to_string(),
         }
     }
 
@@ -805,11 +807,11 @@ impl TableEnvelope {
             };
             topics.append_value(&self.topic);
             match key_row.and_then(|r| self.key_json(data.columns(), r)) {
-                Some(k) => keys.append_value(k.to_string()),
+                Some(k) => keys.append_value(k),
                 None => keys.append_null(),
             }
             let v = self.value_json(data.columns(), op, before, after, &origin(at), now);
-            values.append_value(v.to_string());
+            values.append_value(v);
         };
         let mut i = 0;
         while i < n {
@@ -874,14 +876,20 @@ impl TableEnvelope {
         Value::Object(m)
     }
 
-    fn key_json(&self, cols: &[ArrayRef], r: usize) -> Option<Value> {
-        let schema = self.key_schema.as_ref()?;
+    /// `{"schema": …, "payload": …}` as `JsonConverter` writes it, the schema's text
+    /// written once per table; or the payload alone.
+    fn envelope(schema: Option<&str>, payload: &Value) -> String {
+        match schema {
+            Some(schema) => format!(r#"{{"schema":{schema},"payload":{payload}}}"#),
+            None => payload.to_string(),
+        }
+    }
+
+    fn key_json(&self, cols: &[ArrayRef], r: usize) -> Option<String> {
+        let schema = self.key_schema.as_deref()?;
         let payload = self.row_json(cols, r, &mut self.key.iter().copied());
-        Some(if self.options.key_schema {
-            json!({"schema": schema, "payload": payload})
-        } else {
-            payload
-        })
+        let schema = self.options.key_schema.then_some(schema);
+        Some(Self::envelope(schema, &payload))
     }
 
     fn value_json(
@@ -892,7 +900,7 @@ impl TableEnvelope {
         after: Option<usize>,
         origin: &Origin,
         now: i64,
-    ) -> Value {
+    ) -> String {
         let row = |r: Option<usize>| match r {
             Some(r) => self.row_json(cols, r, &mut (0..self.columns.len())),
             None => Value::Null,
@@ -905,11 +913,11 @@ impl TableEnvelope {
             "ts_ms": now,
             "transaction": null,
         });
-        if self.options.value_schema {
-            json!({"schema": self.value_schema, "payload": payload})
-        } else {
-            payload
-        }
+        let schema = self
+            .options
+            .value_schema
+            .then_some(self.value_schema.as_str());
+        Self::envelope(schema, &payload)
     }
 
     fn source_json(&self, o: &Origin) -> Value {
