@@ -840,29 +840,51 @@ sink {{
         ),
     )
     .unwrap();
-    let served = view.committed.len() + view.aborted.len();
+    let committed_ids = value_ids(view.committed.iter());
+    let aborted_ids = value_ids(view.aborted.iter());
     let mut reader = common::start_job(&job2, "eo-read", &ckpt2, &[]);
     let arrived = eventually(Duration::from_secs(90), || {
-        output_ids(&output).values().sum::<usize>() >= served
+        let out = output_ids(&output);
+        committed_ids
+            .iter()
+            .all(|(id, n)| out.get(id).is_some_and(|m| m >= n))
     });
     common::wait_running("eo-read", &ckpt2, "local", Duration::from_secs(30));
     common::request_savepoint("eo-read", &ckpt2);
     let status = wait_for(&mut reader, Duration::from_secs(60), "job");
     let err = common::stderr_of(reader);
     assert!(status.success(), "{err}");
+    // Tansu hands read_committed consumers aborted records too, though not always every
+    // one (a run under load delivered 35 fewer than committed plus aborted, whose ids went
+    // unrecorded): each committed record must be in the files, an aborted one at most as
+    // often as the log holds it.
+    let out = output_ids(&output);
     assert!(
         arrived,
-        "only {} of {served} records arrived",
-        output_ids(&output).values().sum::<usize>()
+        "committed records missing from the files: {} of {} ids short, e.g. {:?}",
+        committed_ids
+            .iter()
+            .filter(|(id, n)| out.get(*id).is_none_or(|m| m < *n))
+            .count(),
+        committed_ids.len(),
+        committed_ids
+            .keys()
+            .filter(|id| !out.contains_key(*id))
+            .take(10)
+            .collect::<Vec<_>>()
     );
-    let mut want = value_ids(view.committed.iter());
-    for (id, n) in value_ids(view.aborted.iter()) {
-        *want.entry(id).or_insert(0) += n;
-    }
-    assert_eq!(
-        output_ids(&output),
-        want,
-        "the files hold what the broker serves"
+    let wrong: Vec<(&u64, &usize)> = out
+        .iter()
+        .filter(|(id, m)| {
+            let c = committed_ids.get(*id).copied().unwrap_or(0);
+            let a = aborted_ids.get(*id).copied().unwrap_or(0);
+            **m < c || **m > c + a
+        })
+        .take(10)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "ids in the files more often than the broker serves them, e.g. {wrong:?}"
     );
 }
 
