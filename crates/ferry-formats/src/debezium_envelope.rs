@@ -766,6 +766,54 @@ impl TableEnvelope {
         }
     }
 
+    /// [`TableEnvelope::new`] for a table whose rows have `fields`, described by the
+    /// database as `described` (each column's name and type name, in table order), keyed by
+    /// the columns named in `key` (a name not among them is left out).
+    pub fn of_table(
+        connector: Connector,
+        options: &EnvelopeOptions,
+        name: TableName<'_>,
+        fields: &arrow::datatypes::Fields,
+        described: &[(&str, &str)],
+        key: &[String],
+        full_before: bool,
+    ) -> TableEnvelope {
+        let columns: Vec<EnvelopeColumn<'_>> = fields
+            .iter()
+            .zip(described)
+            .map(|(f, (_, source_type))| EnvelopeColumn {
+                field: f.as_ref(),
+                source_type,
+            })
+            .collect();
+        let key: Vec<usize> = key
+            .iter()
+            .filter_map(|k| described.iter().position(|(n, _)| n == k))
+            .collect();
+        TableEnvelope::new(connector, options, name, &columns, &key, full_before)
+    }
+
+    /// `batch` as Debezium events (rows of [`TABLE_NAME`]) when the table has an envelope
+    /// (`format = COMPATIBLE_DEBEZIUM_JSON`), otherwise `batch` as it is; `origin(i)` says
+    /// where row `i` was read. Errors name `component` and `table`.
+    pub fn events_or_rows(
+        envelope: Option<&TableEnvelope>,
+        batch: ChangeBatch,
+        origin: &dyn Fn(usize) -> Origin,
+        component: &str,
+        table: &dyn std::fmt::Display,
+    ) -> ferry_api::Result<ChangeBatch> {
+        let Some(env) = envelope else {
+            return Ok(batch);
+        };
+        let data = env.encode(&batch, origin).map_err(|e| {
+            ferry_api::FerryError::internal(format!(
+                "{component}: writing the changes of {table} as Debezium JSON: {e}"
+            ))
+        })?;
+        Ok(ChangeBatch::inserts(TABLE_NAME.into(), data))
+    }
+
     /// The events' topic.
     pub fn topic(&self) -> &str {
         &self.topic

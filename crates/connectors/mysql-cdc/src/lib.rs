@@ -46,7 +46,7 @@ use ferry_db::mysql_binlog::{binlog_kind, charset_encoding, BinlogKind, BinlogPo
 use ferry_db::relation::describe_table;
 use ferry_db::{connect_mysql, literal, parse_url, ConnInfo, Dialect, Secret};
 use ferry_formats::debezium_envelope::{
-    self, Connector, EnvelopeColumn, EnvelopeOptions, TableEnvelope, TableName,
+    self, Connector, EnvelopeOptions, TableEnvelope, TableName,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::{json, Map, Value};
@@ -427,26 +427,17 @@ fn envelope_of(
     columns: &[ferry_db::ColumnDef],
     key: &[String],
 ) -> TableEnvelope {
-    let cols: Vec<EnvelopeColumn<'_>> = schema
-        .schema
-        .fields()
+    let described: Vec<(&str, &str)> = columns
         .iter()
-        .zip(columns)
-        .map(|(f, c)| EnvelopeColumn {
-            field: f.as_ref(),
-            source_type: &c.source_type,
-        })
-        .collect();
-    let key: Vec<usize> = key
-        .iter()
-        .filter_map(|k| columns.iter().position(|c| &c.name == k))
+        .map(|c| (c.name.as_str(), c.source_type.as_str()))
         .collect();
     let name = TableName {
         db,
         schema: None,
         table,
     };
-    TableEnvelope::new(Connector::MySql, opts, name, &cols, &key, true)
+    let fields = schema.schema.fields();
+    TableEnvelope::of_table(Connector::MySql, opts, name, fields, &described, key, true)
 }
 
 impl MySqlCdcSource {

@@ -532,19 +532,13 @@ fn as_events(
     batch: ChangeBatch,
     origin: &dyn Fn(usize) -> Origin,
 ) -> Result<ChangeBatch> {
-    let Some(env) = &table.envelope else {
-        return Ok(batch);
-    };
-    let data = env.encode(&batch, origin).map_err(|e| {
-        FerryError::internal(format!(
-            "{COMPONENT}: writing the changes of {} as Debezium JSON: {e}",
-            table.schema.name
-        ))
-    })?;
-    Ok(ChangeBatch::inserts(
-        debezium_envelope::TABLE_NAME.into(),
-        data,
-    ))
+    TableEnvelope::events_or_rows(
+        table.envelope.as_deref(),
+        batch,
+        origin,
+        COMPONENT,
+        &table.schema.name,
+    )
 }
 
 /// Where snapshot rows read at `file`/`pos` come from, for their Debezium events.

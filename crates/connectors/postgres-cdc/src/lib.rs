@@ -44,7 +44,7 @@ use ferry_api::{
 use ferry_db::relation::describe_pg_table;
 use ferry_db::{connect_pg, parse_url, pg_error_text, ConnInfo, Dialect, Secret};
 use ferry_formats::debezium_envelope::{
-    self, Connector, EnvelopeColumn, EnvelopeOptions, TableEnvelope, TableName,
+    self, Connector, EnvelopeOptions, TableEnvelope, TableName,
 };
 use serde_json::{json, Map, Value};
 
@@ -335,21 +335,11 @@ fn envelope_of(
     key: &[String],
     full_before: bool,
 ) -> TableEnvelope {
-    let cols: Vec<EnvelopeColumn<'_>> = schema
-        .schema
-        .fields()
+    let described: Vec<(&str, &str)> = columns
         .iter()
-        .zip(columns)
-        .map(|(f, c)| EnvelopeColumn {
-            field: f.as_ref(),
-            source_type: &c.source_type,
-        })
+        .map(|c| (c.name.as_str(), c.source_type.as_str()))
         .collect();
-    let key: Vec<usize> = key
-        .iter()
-        .filter_map(|k| columns.iter().position(|c| &c.name == k))
-        .collect();
-    TableEnvelope::new(
+    TableEnvelope::of_table(
         Connector::Postgres,
         opts,
         TableName {
@@ -357,8 +347,9 @@ fn envelope_of(
             schema: Some(pg_schema),
             table: pg_table,
         },
-        &cols,
-        &key,
+        schema.schema.fields(),
+        &described,
+        key,
         full_before,
     )
 }
