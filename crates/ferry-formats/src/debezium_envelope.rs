@@ -139,6 +139,28 @@ pub fn debezium_keys(block: &Map<String, Value>) -> Vec<String> {
 }
 
 impl EnvelopeOptions {
+    /// The settings for a CDC source's `format` option: `Some` for
+    /// `COMPATIBLE_DEBEZIUM_JSON` (read from the job's `debezium` block), `None` for
+    /// `DEFAULT`. `Err` names the option at fault (`format` or `debezium`) and says why.
+    pub fn for_format(
+        connector: Connector,
+        format: &str,
+        debezium: &Map<String, Value>,
+    ) -> std::result::Result<Option<EnvelopeOptions>, (&'static str, String)> {
+        if format.eq_ignore_ascii_case("compatible_debezium_json") {
+            EnvelopeOptions::from_debezium(connector, debezium)
+                .map(Some)
+                .map_err(|e| ("debezium", e))
+        } else if format.eq_ignore_ascii_case("default") {
+            Ok(None)
+        } else {
+            Err((
+                "format",
+                format!("'{format}' is not one of DEFAULT, COMPATIBLE_DEBEZIUM_JSON"),
+            ))
+        }
+    }
+
     /// Reads the settings from a job's `debezium` block (the other keys are left to the
     /// caller); `Err` names the key whose value is not a boolean.
     pub fn from_debezium(

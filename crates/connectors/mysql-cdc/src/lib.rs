@@ -355,22 +355,8 @@ impl SourceFactory for MySqlCdcSourceFactory {
                     }
                 },
             };
-        let envelope = if c.format.eq_ignore_ascii_case("compatible_debezium_json") {
-            Some(
-                EnvelopeOptions::from_debezium(Connector::MySql, &debezium)
-                    .map_err(|e| o.error("debezium", e))?,
-            )
-        } else if c.format.eq_ignore_ascii_case("default") {
-            None
-        } else {
-            return Err(o.error(
-                "format",
-                format!(
-                    "'{}' is not one of DEFAULT, COMPATIBLE_DEBEZIUM_JSON",
-                    c.format
-                ),
-            ));
-        };
+        let envelope = EnvelopeOptions::for_format(Connector::MySql, &c.format, &debezium)
+            .map_err(|(option, e)| o.error(option, e))?;
         for k in debezium_envelope::debezium_keys(&debezium) {
             let used = envelope.is_some() && EnvelopeOptions::KEYS.contains(&k.as_str());
             if k != "heartbeat.interval.ms" && k != "include.schema.changes" && !used {

@@ -237,22 +237,8 @@ impl SourceFactory for PostgresCdcSourceFactory {
         }
         let timeout = c.connect_timeout_ms.max(1000);
         let exactly_once = c.exactly_once;
-        let debezium = if c.format.eq_ignore_ascii_case("compatible_debezium_json") {
-            Some(
-                EnvelopeOptions::from_debezium(Connector::Postgres, &debezium_props)
-                    .map_err(|e| o.error("debezium", e))?,
-            )
-        } else if c.format.eq_ignore_ascii_case("default") {
-            None
-        } else {
-            return Err(o.error(
-                "format",
-                format!(
-                    "'{}' is not one of DEFAULT, COMPATIBLE_DEBEZIUM_JSON",
-                    c.format
-                ),
-            ));
-        };
+        let debezium = EnvelopeOptions::for_format(Connector::Postgres, &c.format, &debezium_props)
+            .map_err(|(option, e)| o.error(option, e))?;
         o.finish(OPTIONS)?;
         let conn = ConnInfo {
             dialect: Dialect::Postgres,
