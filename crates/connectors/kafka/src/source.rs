@@ -330,10 +330,6 @@ impl Settings {
     fn consumer(&self) -> Result<BaseConsumer> {
         let mut ours = vec![
             ("group.id", self.group.clone()),
-            // librdkafka's default (1 s) idles the fetcher each time its local queue is
-            // full, which held a reader to about a sixth of the broker's rate (see
-            // bench/results/kafka.md); a short backoff keeps it fetching.
-            ("fetch.queue.backoff.ms", "10".to_string()),
             // Offsets are given by the splits; this applies only when one is out of range.
             ("auto.offset.reset", "earliest".to_string()),
         ];
@@ -451,8 +447,6 @@ impl Source for KafkaSource {
             no_more: false,
             pending_commits: Vec::new(),
             high: BTreeMap::new(),
-            fetching: BTreeSet::new(),
-            paused: BTreeSet::new(),
         }))
     }
 }
@@ -709,42 +703,6 @@ struct Reader {
     pending_commits: Vec<(u64, Vec<PartState>)>,
     /// Each partition's high watermark as last asked, and when: the consumer lag figure.
     high: BTreeMap<(String, i32), (i64, Instant)>,
-    /// Partitions in the consumer's assignment that it fetches.
-    fetching: BTreeSet<(String, i32)>,
-    /// Partitions read to their end: paused, but left in the assignment (see
-    /// [`Reader::sync_assignment`]).
-    paused: BTreeSet<(String, i32)>,
-}
-
-/// Record values laid end to end in one buffer.
-#[derive(Default)]
-struct Bodies {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
-}
-
-impl Bodies {
-    fn push(&mut self, body: &[u8]) {
-        self.bytes.extend_from_slice(body);
-        self.ends.push(self.bytes.len());
-    }
-    fn len(&self) -> usize {
-        self.ends.len()
-    }
-    fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-    fn slices(&self) -> Vec<&[u8]> {
-        let mut start = 0;
-        self.ends
-            .iter()
-            .map(|&end| {
-                let s = &self.bytes[start..end];
-                start = end;
-                s
-            })
-            .collect()
-    }
 }
 
 /// A record held over for the next batch (see [`Reader::carry`]).
@@ -760,8 +718,7 @@ const WATERMARK_EVERY: Duration = Duration::from_secs(5);
 const WATERMARK_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl Reader {
-    /// Assigns the consumer every partition not read to its end, at its next offset,
-    /// replacing whatever it was assigned.
+    /// Assigns the consumer every partition not read to its end, at its next offset.
     fn assign(&mut self) -> Result<()> {
         if self.consumer.is_none() {
             self.consumer = Some(self.settings.consumer()?);
@@ -774,52 +731,6 @@ impl Reader {
         if let Some(c) = &self.consumer {
             c.assign(&tpl)
                 .map_err(|e| external(&self.settings.servers, "assigning partitions", e))?;
-        }
-        self.fetching = self
-            .parts
-            .iter()
-            .filter(|(_, p)| !p.done())
-            .map(|(k, _)| k.clone())
-            .collect();
-        self.paused.clear();
-        Ok(())
-    }
-
-    /// Brings the assignment up to date without replacing it: new partitions are added
-    /// (`incremental_assign`) and finished ones paused. Replacing the whole assignment
-    /// each time a bounded partition ends made librdkafka abort on its assertion
-    /// `rd_kafka_assignment_partition_stopped: rktp->rktp_started` (a partition removed
-    /// again before its previous fetch-stop was answered, librdkafka issue 5573); a
-    /// partition here leaves the fetchers once and is never removed and re-added.
-    fn sync_assignment(&mut self) -> Result<()> {
-        let Some(c) = &self.consumer else {
-            return self.assign();
-        };
-        let mut add = TopicPartitionList::new();
-        let mut pause = TopicPartitionList::new();
-        for (k, p) in &self.parts {
-            if p.done() {
-                if self.fetching.remove(k) {
-                    pause.add_partition(&p.topic, p.partition);
-                    self.paused.insert(k.clone());
-                }
-            } else if !self.fetching.contains(k) {
-                if self.paused.contains(k) {
-                    // Unfinished again (a split handed back): start over.
-                    return self.assign();
-                }
-                add.add_partition_offset(&p.topic, p.partition, Offset::Offset(p.next))
-                    .map_err(|e| FerryError::internal(format!("Kafka offsets: {e}")))?;
-                self.fetching.insert(k.clone());
-            }
-        }
-        if add.count() > 0 {
-            c.incremental_assign(&add)
-                .map_err(|e| external(&self.settings.servers, "assigning partitions", e))?;
-        }
-        if pause.count() > 0 {
-            c.pause(&pause)
-                .map_err(|e| external(&self.settings.servers, "pausing finished partitions", e))?;
         }
         Ok(())
     }
@@ -908,7 +819,6 @@ impl SourceReader for Reader {
     }
 
     fn add_splits(&mut self, splits: Vec<Split>) -> Result<()> {
-        let mut replaced = false;
         for s in splits {
             let mut p: PartState = s.read_state()?;
             p.entry = match &p.table {
@@ -930,16 +840,9 @@ impl SourceReader for Reader {
                         ))
                     })?,
             };
-            let key = (p.topic.clone(), p.partition);
-            // A partition already in the assignment restarts at the split's offset.
-            replaced |= self.fetching.contains(&key) || self.paused.contains(&key);
-            self.parts.insert(key, p);
+            self.parts.insert((p.topic.clone(), p.partition), p);
         }
-        if replaced || self.consumer.is_none() {
-            self.assign()
-        } else {
-            self.sync_assignment()
-        }
+        self.assign()
     }
 
     fn no_more_splits(&mut self) {
@@ -959,9 +862,7 @@ impl SourceReader for Reader {
             return Ok(ReadStatus::Idle(Duration::from_millis(100)));
         };
         let started = Instant::now();
-        // The batch's record values end to end, and where each ends: two allocations a
-        // batch rather than one per record.
-        let mut bodies = Bodies::default();
+        let mut bodies: Vec<Vec<u8>> = Vec::new();
         let mut reassign = false;
         let mut tombstones = 0usize;
         // The table of the batch being built (records of one table per batch).
@@ -971,7 +872,7 @@ impl SourceReader for Reader {
                 p.next = c.offset + 1;
                 entry = Some(p.entry);
                 match c.body {
-                    Some(b) => bodies.push(&b),
+                    Some(b) => bodies.push(b),
                     None => tombstones += 1,
                 }
                 reassign |= p.done();
@@ -1021,7 +922,7 @@ impl SourceReader for Reader {
                     entry = Some(p.entry);
                     p.next = m.offset() + 1;
                     match m.payload() {
-                        Some(b) => bodies.push(b),
+                        Some(b) => bodies.push(b.to_vec()),
                         None => tombstones += 1,
                     }
                     if p.done() {
@@ -1049,7 +950,7 @@ impl SourceReader for Reader {
             reassign |= self.advance_to_positions()?;
         }
         if reassign {
-            self.sync_assignment()?;
+            self.assign()?;
         }
         let Some(entry) = entry.filter(|_| !bodies.is_empty()) else {
             if self.carry.is_some() {
@@ -1061,7 +962,7 @@ impl SourceReader for Reader {
             return Ok(ReadStatus::Idle(Duration::from_millis(20)));
         };
         let Entry { decoder, table, .. } = &self.entries[entry];
-        let refs = bodies.slices();
+        let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
         let decoded = decoder.decode(NAME, &refs)?;
         if decoded.skipped > 0 {
             tracing::warn!(
@@ -1113,8 +1014,6 @@ impl SourceReader for Reader {
     fn close(&mut self) -> Result<()> {
         self.carry = None;
         self.consumer = None;
-        self.fetching.clear();
-        self.paused.clear();
         Ok(())
     }
 }
