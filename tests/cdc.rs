@@ -472,3 +472,154 @@ fn a_savepoint_restored_with_an_added_table_reads_that_table_from_its_snapshot()
     );
     drop_slot("test", "ferry_grow");
 }
+
+/// The job file of the TOAST tests: table `ferry_cdc_toast.src` captured through slot
+/// `slot` into `sink`.
+fn toast_job(slot: &str, sink: &str) -> String {
+    format!(
+        r#"
+env {{ job.name = "cdc-toast", job.mode = "STREAMING", checkpoint.interval = 500 }}
+source {{
+  Postgres-CDC {{
+    base-url = "jdbc:postgresql://127.0.0.1:5432/test"
+    username = "postgres"
+    table-names = ["test.ferry_cdc_toast.src"]
+    slot.name = "{slot}"
+  }}
+}}
+sink {{
+{sink}
+}}
+"#
+    )
+}
+
+/// A table with the default replica identity (the old row is not sent) and a column
+/// whose values are stored out of line, so that an update leaving it alone sends it as
+/// "unchanged TOAST", without its value.
+fn toast_table() {
+    psql(
+        "test",
+        "DROP SCHEMA IF EXISTS ferry_cdc_toast CASCADE; CREATE SCHEMA ferry_cdc_toast;
+         CREATE TABLE ferry_cdc_toast.src (id int4 PRIMARY KEY, v int4 NOT NULL, big text);
+         ALTER TABLE ferry_cdc_toast.src ALTER COLUMN big SET STORAGE EXTERNAL;
+         INSERT INTO ferry_cdc_toast.src
+           SELECT g, 0, repeat(md5(g::text), 400) FROM generate_series(1, 20) g;",
+    );
+    let toast: u64 = psql(
+        "test",
+        "SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE oid = 'ferry_cdc_toast.src'::regclass",
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    assert!(toast > 0, "the large values are not out of line");
+}
+
+/// Updates that leave the TOASTed column alone (and one that changes it, and a delete).
+fn toast_updates() {
+    psql(
+        "test",
+        "UPDATE ferry_cdc_toast.src SET v = v + 1 WHERE id <= 10;
+         BEGIN; UPDATE ferry_cdc_toast.src SET v = 7, big = 'short now' WHERE id = 11;
+         UPDATE ferry_cdc_toast.src SET v = v + 2 WHERE id = 12; COMMIT;
+         DELETE FROM ferry_cdc_toast.src WHERE id = 13;",
+    );
+}
+
+#[test]
+fn an_update_without_its_unchanged_toasted_value_keeps_the_targets_value() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    drop_slot("test", "ferry_toast");
+    toast_table();
+    let dir = tempfile::tempdir().unwrap();
+    let (ckpt, job) = (dir.path().join("ckpt"), dir.path().join("job.conf"));
+    let sink = r#"  Jdbc {
+    url = "jdbc:postgresql://127.0.0.1:5432/test"
+    driver = "org.postgresql.Driver"
+    user = "postgres"
+    generate_sink_sql = true
+    database = test
+    schema = "ferry_cdc_toast"
+    tablePrefix = "dst_"
+    primary_keys = ["id"]
+  }"#;
+    std::fs::write(&job, toast_job("ferry_toast", sink)).unwrap();
+    let mut child = common::start_job(&job, "toast", &ckpt, &[]);
+    let same = || {
+        common::eventually(Duration::from_secs(60), || {
+            psql(
+                "test",
+                "SELECT to_regclass('ferry_cdc_toast.dst_src') IS NOT NULL",
+            )
+            .trim()
+                == "t"
+                && equal_tables("test", "ferry_cdc_toast.src", "ferry_cdc_toast.dst_src")
+        })
+    };
+    let snapshot = same();
+    toast_updates();
+    // The updates arrived (v moved) and kept the large values (NULL would differ).
+    let changes = snapshot && same();
+    common::request_savepoint("toast", &ckpt);
+    let status = common::wait_for(&mut child, Duration::from_secs(60), "the TOAST job");
+    let err = common::stderr_of(child);
+    assert!(
+        snapshot && changes,
+        "the target differs ({}):\n{}\n{err}",
+        if snapshot {
+            "after the updates"
+        } else {
+            "after the snapshot"
+        },
+        psql(
+            "test",
+            "SELECT id, v, length(big) FROM ferry_cdc_toast.dst_src ORDER BY id"
+        )
+    );
+    assert!(status.success(), "{err}");
+    drop_slot("test", "ferry_toast");
+}
+
+#[test]
+fn an_update_without_its_unchanged_toasted_value_stops_a_sink_that_would_write_null() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    drop_slot("test", "ferry_toast_file");
+    toast_table();
+    let dir = tempfile::tempdir().unwrap();
+    let (ckpt, job, out) = (
+        dir.path().join("ckpt"),
+        dir.path().join("job.conf"),
+        dir.path().join("out"),
+    );
+    let sink = format!(
+        "  LocalFile {{\n    path = \"{}\"\n    file_format_type = \"json\"\n  }}",
+        out.display()
+    );
+    std::fs::write(&job, toast_job("ferry_toast_file", &sink)).unwrap();
+    let mut child = common::start_job(&job, "toastfile", &ckpt, &[]);
+    // The snapshot's rows are whole: they go through.
+    let snapshot = common::eventually(Duration::from_secs(60), || {
+        std::fs::read_dir(&out)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|f| std::fs::read_to_string(f.path()).ok())
+                    .map(|t| t.lines().count())
+                    .sum::<usize>()
+                    >= 20
+            })
+            .unwrap_or(false)
+    });
+    toast_updates();
+    let status = common::wait_for(&mut child, Duration::from_secs(60), "the TOAST job");
+    let err = common::stderr_of(child);
+    assert!(snapshot, "the snapshot never reached the files: {err}");
+    assert!(
+        !status.success(),
+        "the job wrote NULL for unchanged values: {err}"
+    );
+    for part in ["LocalFile", "big", "REPLICA IDENTITY FULL"] {
+        assert!(err.contains(part), "the error does not name {part}: {err}");
+    }
+    drop_slot("test", "ferry_toast_file");
+}

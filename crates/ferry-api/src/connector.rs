@@ -450,6 +450,12 @@ pub trait Sink: Send + Sync + Debug {
 pub trait SinkWriter: Send {
     /// Writes (or stages) rows.
     fn write(&mut self, batch: &ChangeBatch) -> Result<()>;
+    /// Whether [`SinkWriter::write`] keeps the target's value where rows leave a column
+    /// unchanged without its value ([`crate::data::Unchanged`]); when not, such rows are
+    /// refused before they reach it.
+    fn keeps_unchanged(&self) -> bool {
+        false
+    }
     /// Ends what was written since the last call as the commit of `checkpoint_id`. For an
     /// exactly-once sink nothing may be visible to readers until the committer publishes it.
     fn prepare_commit(&mut self, checkpoint_id: u64) -> Result<Option<Value>>;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, UInt8Array};
+use arrow::array::{Array, BooleanArray, UInt8Array};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 
@@ -129,6 +129,61 @@ pub struct ChangeBatch {
     pub data: RecordBatch,
     /// One [`RowKind`] code per row, or `None` for all inserts.
     pub kinds: Option<UInt8Array>,
+    /// Columns some rows leave unchanged without holding their value, or `None` (nearly
+    /// always): see [`Unchanged`].
+    pub unchanged: Option<Arc<Unchanged>>,
+}
+
+/// Columns that some rows of a batch leave unchanged without carrying their value: a
+/// PostgreSQL update that does not send an unchanged out-of-line (TOASTed) value, when the
+/// table's replica identity does not send the old row either. Those rows hold NULL in such
+/// a column, which is not the column's value: a sink must keep what the target holds
+/// there (the Jdbc sink updates the other columns only), and any other sink or transform
+/// must refuse the batch ([`ChangeBatch::refuse_unchanged`]) rather than write NULL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unchanged {
+    /// Per column (by index in the batch's data) the rows that leave it unchanged; only
+    /// columns with at least one such row are listed.
+    pub columns: Vec<(usize, BooleanArray)>,
+}
+
+impl Unchanged {
+    /// Whether row `i` leaves column `column` unchanged.
+    pub fn is_unchanged(&self, column: usize, i: usize) -> bool {
+        self.columns
+            .iter()
+            .any(|(c, rows)| *c == column && rows.value(i))
+    }
+
+    /// Whether row `i` leaves any column unchanged.
+    pub fn any_in_row(&self, i: usize) -> bool {
+        self.columns.iter().any(|(_, rows)| rows.value(i))
+    }
+
+    /// The same marks for the rows `mask` keeps; `None` when none of them has one.
+    fn filter(&self, mask: &BooleanArray) -> crate::Result<Option<Arc<Unchanged>>> {
+        let mut columns = Vec::new();
+        for (c, rows) in &self.columns {
+            let f = arrow::compute::filter(rows, mask)?;
+            if let Some(f) = f.as_any().downcast_ref::<BooleanArray>() {
+                if f.true_count() > 0 {
+                    columns.push((*c, f.clone()));
+                }
+            }
+        }
+        Ok((!columns.is_empty()).then(|| Arc::new(Unchanged { columns })))
+    }
+
+    /// The same marks for rows `offset..offset + len`; `None` when none of them has one.
+    fn slice(&self, offset: usize, len: usize) -> Option<Arc<Unchanged>> {
+        let columns: Vec<(usize, BooleanArray)> = self
+            .columns
+            .iter()
+            .map(|(c, rows)| (*c, rows.slice(offset, len)))
+            .filter(|(_, rows)| rows.true_count() > 0)
+            .collect();
+        (!columns.is_empty()).then(|| Arc::new(Unchanged { columns }))
+    }
 }
 
 impl ChangeBatch {
@@ -138,6 +193,7 @@ impl ChangeBatch {
             table,
             data,
             kinds: None,
+            unchanged: None,
         }
     }
 
@@ -150,6 +206,58 @@ impl ChangeBatch {
             table,
             data,
             kinds: if all_inserts { None } else { Some(kinds) },
+            unchanged: None,
+        }
+    }
+
+    /// The same batch, its rows marked as leaving columns unchanged (see [`Unchanged`]);
+    /// marks without a row are dropped.
+    pub fn with_unchanged(mut self, unchanged: Unchanged) -> Self {
+        let columns: Vec<(usize, BooleanArray)> = unchanged
+            .columns
+            .into_iter()
+            .filter(|(_, rows)| rows.true_count() > 0)
+            .collect();
+        self.unchanged = (!columns.is_empty()).then(|| Arc::new(Unchanged { columns }));
+        self
+    }
+
+    /// An error when some rows leave a column unchanged without its value (see
+    /// [`Unchanged`]): for whatever cannot keep the target's value there (`who`, a sink or
+    /// transform), so that NULL is never written in its place.
+    pub fn refuse_unchanged(&self, who: &str) -> crate::Result<()> {
+        let Some(u) = &self.unchanged else {
+            return Ok(());
+        };
+        let names: Vec<&str> = u
+            .columns
+            .iter()
+            .filter_map(|(c, _)| {
+                self.data
+                    .schema_ref()
+                    .fields()
+                    .get(*c)
+                    .map(|f| f.name().as_str())
+            })
+            .collect();
+        Err(crate::FerryError::config(format!(
+            "{who} got updates of {} that leave column(s) {} unchanged without their values \
+             (PostgreSQL does not send an unchanged TOASTed value unless the old row is sent), \
+             and it can only write them as NULL; only the Jdbc sink (by primary key, without \
+             `query`) keeps the target's value. Let the server send old rows: ALTER TABLE … \
+             REPLICA IDENTITY FULL",
+            self.table,
+            names.join(", ")
+        )))
+    }
+
+    /// Rows `offset..offset + len`, in data, kinds and marks alike.
+    pub fn slice(&self, offset: usize, len: usize) -> Self {
+        ChangeBatch {
+            table: self.table.clone(),
+            data: self.data.slice(offset, len),
+            kinds: self.kinds.as_ref().map(|k| k.slice(offset, len)),
+            unchanged: self.unchanged.as_ref().and_then(|u| u.slice(offset, len)),
         }
     }
 
@@ -172,6 +280,7 @@ impl ChangeBatch {
             table: self.table.clone(),
             data,
             kinds: self.kinds.clone(),
+            unchanged: self.unchanged.clone(),
         }
     }
 
@@ -185,10 +294,15 @@ impl ChangeBatch {
                 f.as_any().downcast_ref::<UInt8Array>().cloned()
             }
         };
+        let unchanged = match &self.unchanged {
+            None => None,
+            Some(u) => u.filter(mask)?,
+        };
         Ok(ChangeBatch {
             table: self.table.clone(),
             data,
             kinds,
+            unchanged,
         })
     }
 }
@@ -219,6 +333,58 @@ mod tests {
         assert_eq!(f.num_rows(), 2);
         assert_eq!(f.kind(0), RowKind::Delete);
         assert_eq!(f.kind(1), RowKind::UpdateAfter);
+    }
+
+    #[test]
+    fn unchanged_marks_follow_filter_and_slice_and_are_refused_by_name() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, false),
+            Field::new("big", DataType::Int32, true),
+        ]));
+        let data = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int32Array::from(vec![1, 2, 3])),
+                Arc::new(Int32Array::from(vec![None, Some(5), None])),
+            ],
+        )
+        .unwrap();
+        let b = ChangeBatch::with_kinds("t".into(), data, UInt8Array::from(vec![2, 2, 2]))
+            .with_unchanged(Unchanged {
+                columns: vec![(1, BooleanArray::from(vec![false, false, true]))],
+            });
+        let u = b.unchanged.clone().unwrap();
+        assert!(u.is_unchanged(1, 2) && !u.is_unchanged(1, 0) && !u.is_unchanged(0, 2));
+        assert!(u.any_in_row(2) && !u.any_in_row(1));
+        let e = b
+            .refuse_unchanged("sink `LocalFile`")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("LocalFile") && e.contains("big") && e.contains("REPLICA IDENTITY FULL"),
+            "{e}"
+        );
+        // Rows without marks leave none behind.
+        let kept = b
+            .filter(&BooleanArray::from(vec![true, true, false]))
+            .unwrap();
+        assert!(kept.unchanged.is_none());
+        assert!(kept.refuse_unchanged("x").is_ok());
+        assert!(b.slice(0, 2).unchanged.is_none());
+        let last = b.slice(1, 2);
+        assert_eq!(
+            last.unchanged.unwrap().columns[0].1,
+            BooleanArray::from(vec![false, true])
+        );
+        let kept = b
+            .filter(&BooleanArray::from(vec![false, true, true]))
+            .unwrap();
+        assert!(kept.unchanged.unwrap().is_unchanged(1, 1));
+        // Marks on no row are no marks.
+        let none = ChangeBatch::inserts("t".into(), b.data.clone()).with_unchanged(Unchanged {
+            columns: vec![(1, BooleanArray::from(vec![false, false, false]))],
+        });
+        assert!(none.unchanged.is_none());
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub mod value;
 
 pub use catalog::{CatalogInfo, ConstraintKey, ConstraintType, KeyColumn, PrimaryKey, TableId};
 pub use connector::*;
-pub use data::{ChangeBatch, RowKind, TableSchema};
+pub use data::{ChangeBatch, RowKind, TableSchema, Unchanged};
 pub use error::{FerryError, Result};
 pub use options::{OptionKind, OptionSpec, Options, PluginLocation};
 pub use registry::Registry;

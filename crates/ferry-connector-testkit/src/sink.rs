@@ -186,11 +186,7 @@ impl SinkDriver {
 
 /// Row `offset .. offset + len` of `batch`, row kinds included.
 fn slice(batch: &ChangeBatch, offset: usize, len: usize) -> ChangeBatch {
-    ChangeBatch {
-        table: batch.table.clone(),
-        data: batch.data.slice(offset, len),
-        kinds: batch.kinds.as_ref().map(|k| k.slice(offset, len)),
-    }
+    batch.slice(offset, len)
 }
 
 /// `input` cut into four parts, each holding a quarter of every batch.

@@ -372,11 +372,7 @@ fn first_rows(batches: Vec<ChangeBatch>, mut n: usize) -> Vec<ChangeBatch> {
         }
         let k = b.num_rows().min(n);
         n -= k;
-        out.push(ChangeBatch {
-            table: b.table.clone(),
-            data: b.data.slice(0, k),
-            kinds: b.kinds.as_ref().map(|kinds| kinds.slice(0, k)),
-        });
+        out.push(b.slice(0, k));
     }
     out
 }

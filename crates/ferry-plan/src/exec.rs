@@ -15,6 +15,8 @@ use crate::plan::{JobPlan, TransformNode};
 pub struct ChainedTransform {
     instance: Box<dyn TransformInstance>,
     rename: Option<Arc<str>>,
+    /// The plugin name as written, for errors.
+    plugin: String,
 }
 
 impl ChainedTransform {
@@ -23,12 +25,15 @@ impl ChainedTransform {
         Ok(ChainedTransform {
             instance: node.transform.create_instance()?,
             rename: node.rename.clone(),
+            plugin: node.plugin.clone(),
         })
     }
 
     /// Transforms `batch`; the output carries the transform's stream name when it emits
     /// one table. `None` when no row remains (nothing to pass on).
     pub fn apply(&mut self, batch: ChangeBatch) -> Result<Option<ChangeBatch>> {
+        // A transform would compute from, or pass on, NULLs that are not the values.
+        batch.refuse_unchanged(&format!("transform `{}`", self.plugin))?;
         match self.instance.transform(batch)? {
             Some(mut out) if out.num_rows() > 0 => {
                 if let Some(name) = &self.rename {

@@ -183,6 +183,9 @@ fn cast_to(a: &ArrayRef, to: &DataType, column: &str) -> Result<ArrayRef> {
 /// A Ferry batch as Spark wants it: every column cast to `target`'s type (from
 /// [`spark_schema`]), with the row kinds appended.
 pub fn to_spark(batch: &ChangeBatch, target: &SchemaRef) -> Result<RecordBatch> {
+    // Spark's rows have no place for "this column is unchanged": refuse rather than let a
+    // sink write NULL there.
+    batch.refuse_unchanged("the Spark engine")?;
     let data = &batch.data;
     let n = target.fields().len().saturating_sub(1);
     if data.num_columns() != n {

@@ -71,6 +71,9 @@ impl PartitionWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
+        if !self.writer.keeps_unchanged() {
+            batch.refuse_unchanged("the sink")?;
+        }
         self.rows += batch.num_rows() as u64;
         self.writer.write(batch)
     }

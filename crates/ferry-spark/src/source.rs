@@ -725,13 +725,7 @@ fn cut(limit: &Limit, rows: u64, b: ChangeBatch) -> (ChangeBatch, bool) {
     if b.num_rows() <= left {
         return (b, false);
     }
-    let kinds = b.kinds.as_ref().map(|k| k.slice(0, left));
-    let cut = ChangeBatch {
-        table: b.table.clone(),
-        data: b.data.slice(0, left),
-        kinds,
-    };
-    (cut, true)
+    (b.slice(0, left), true)
 }
 
 /// Writes `rec` at `path` unless an earlier attempt did; then both must agree.

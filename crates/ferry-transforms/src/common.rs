@@ -393,6 +393,8 @@ impl TablePlan for ProjectPlan {
             table: self.output.name.clone(),
             data,
             kinds: batch.kinds,
+            // Transforms never see marked rows (the executor refuses them first).
+            unchanged: None,
         }))
     }
 }

@@ -21,7 +21,7 @@ use ferry_api::placeholder::substitute_options;
 use ferry_api::{
     decode_state, encode_state, ChangeBatch, FerryError, JobContext, OptionSpec, Options,
     ResolveContext, Result, RowKind, Sink, SinkCommitter, SinkDelivery, SinkFactory, SinkWriter,
-    TableSchema, WriterContext,
+    TableSchema, Unchanged, WriterContext,
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
@@ -1062,6 +1062,66 @@ impl JdbcWriter {
         Ok(s)
     }
 
+    /// The statement for row `i`, which leaves columns unchanged without their values
+    /// ([`Unchanged`]): an `UPDATE` of the row's other columns by key, so that the target
+    /// keeps what it holds in those. `None` when the row changes no column but its key.
+    /// (No upsert: a key the target does not hold yet gets its whole row later, from the
+    /// snapshot, and inserting it here would write NULL for the unchanged columns.)
+    fn unchanged_update(
+        &self,
+        t: &Target,
+        cols: &[ArrayRef],
+        marks: &Unchanged,
+        i: usize,
+    ) -> Result<Option<String>> {
+        if t.query.is_some() || t.keys.is_empty() {
+            let who = if t.query.is_some() {
+                format!("sink `{COMPONENT}` with `query`")
+            } else {
+                format!(
+                    "sink `{COMPONENT}` into {}, which has no primary_keys,",
+                    t.quoted
+                )
+            };
+            let names: Vec<&str> = marks
+                .columns
+                .iter()
+                .filter_map(|(c, _)| t.schema.schema.fields().get(*c).map(|f| f.name().as_str()))
+                .collect();
+            return Err(FerryError::config(format!(
+                "{who} got an update of {} that leaves column(s) {} unchanged without their \
+                 values (PostgreSQL does not send an unchanged TOASTed value unless the old row \
+                 is sent); it could only write NULL there. Generate the statements \
+                 (generate_sink_sql) with primary_keys, or let the server send old rows: ALTER \
+                 TABLE … REPLICA IDENTITY FULL",
+                t.schema.name,
+                names.join(", ")
+            )));
+        }
+        let d = self.dialect;
+        let mut sets = Vec::new();
+        for (c, name) in t.columns.iter().enumerate() {
+            if t.keys.contains(&c) || marks.is_unchanged(c, i) {
+                continue;
+            }
+            let mut s = format!("{} = ", d.quote(name));
+            push_literal(&mut s, d, cols[c].as_ref(), i)
+                .map_err(|m| FerryError::data(COMPONENT, m))?;
+            sets.push(s);
+        }
+        if sets.is_empty() {
+            return Ok(None);
+        }
+        let kc: Vec<String> = t.keys.iter().map(|k| d.quote(&t.columns[*k])).collect();
+        Ok(Some(format!(
+            "UPDATE {} SET {} WHERE ({}) = {}",
+            t.quoted,
+            sets.join(", "),
+            kc.join(", "),
+            self.row_tuple(cols, &t.keys, i)?
+        )))
+    }
+
     fn statement(&self, op: &Op) -> String {
         let d = self.dialect;
         match op {
@@ -1259,6 +1319,10 @@ impl JdbcWriter {
 }
 
 impl SinkWriter for JdbcWriter {
+    fn keeps_unchanged(&self) -> bool {
+        true
+    }
+
     fn write(&mut self, batch: &ChangeBatch) -> Result<()> {
         let Some(&ti) = self.by_name.get(&batch.table) else {
             return Err(FerryError::internal(format!(
@@ -1283,6 +1347,23 @@ impl SinkWriter for JdbcWriter {
         let binary = bin.is_some();
         for i in 0..batch.num_rows() {
             let kind = batch.kind(i);
+            if let Some(marks) = batch.unchanged.as_deref().filter(|u| u.any_in_row(i)) {
+                if !matches!(kind, RowKind::UpdateBefore | RowKind::Delete) {
+                    if let Some(stmt) = self.unchanged_update(&t, cols, marks, i)? {
+                        match self.pending.last_mut() {
+                            Some(Op::Query { statements }) => statements.push(stmt),
+                            _ => self.pending.push(Op::Query {
+                                statements: vec![stmt],
+                            }),
+                        }
+                    }
+                    self.pending_rows += 1;
+                    if self.pending_rows >= self.batch_size {
+                        self.flush()?;
+                    }
+                    continue;
+                }
+            }
             if let Some(q) = &t.query {
                 if kind == RowKind::UpdateBefore {
                     continue;

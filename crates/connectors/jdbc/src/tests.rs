@@ -907,3 +907,114 @@ fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
     ferry_api::declare::check_specs(crate::JdbcSourceFactory.options(), &[]).unwrap();
     ferry_api::declare::check_specs(crate::JdbcSinkFactory.options(), &[]).unwrap();
 }
+
+/// Writes `batch` through a writer of `s` and commits it.
+fn write_one(s: &Arc<dyn Sink>, batch: &ChangeBatch) -> Result<()> {
+    let mut w = s.create_writer(
+        &ferry_api::WriterContext {
+            subtask: 0,
+            parallelism: 1,
+            job: job(JobMode::Batch),
+            attempt: "a".into(),
+        },
+        None,
+    )?;
+    assert!(w.keeps_unchanged());
+    w.write(batch)?;
+    w.prepare_commit(1)?;
+    w.close()
+}
+
+/// +U rows of keys 1, 2 and 7, leaving `name` unchanged (without its value) in 1 and 7;
+/// 7 is not in the target.
+fn unchanged_updates() -> ChangeBatch {
+    let data = RecordBatch::try_new(
+        input_schema(),
+        vec![
+            Arc::new(Int64Array::from(vec![1, 1, 2, 2, 7])),
+            Arc::new(StringArray::from(vec![
+                None,
+                None,
+                Some("b"),
+                Some("b2"),
+                None,
+            ])),
+        ],
+    )
+    .unwrap();
+    ChangeBatch::with_kinds("src".into(), data, UInt8Array::from(vec![1, 2, 1, 2, 2]))
+        .with_unchanged(ferry_api::Unchanged {
+            columns: vec![(
+                1,
+                arrow::array::BooleanArray::from(vec![false, true, false, false, true]),
+            )],
+        })
+}
+
+#[test]
+fn sinks_keep_the_targets_value_where_an_update_leaves_a_column_unchanged() {
+    // A table with a third column the rows change, so that an update has something to set.
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("n", DataType::Int64, true),
+    ]));
+    let table =
+        TableSchema::new("src", schema.clone()).with_catalog((*input_table(true).catalog).clone());
+    let u = unchanged_updates();
+    let batch = ChangeBatch {
+        data: RecordBatch::try_new(
+            schema,
+            vec![
+                u.data.column(0).clone(),
+                u.data.column(1).clone(),
+                Arc::new(Int64Array::from(vec![10, 11, 20, 21, 70])),
+            ],
+        )
+        .unwrap(),
+        ..u
+    };
+    let make = |opts: Value| -> Result<Arc<dyn Sink>> {
+        let s = JdbcSinkFactory.create(
+            &mut Options::from_json("Jdbc", opts),
+            std::slice::from_ref(&table),
+            &job(JobMode::Batch),
+        )?;
+        s.setup(&resolve_ctx("sink Jdbc"))?;
+        Ok(s)
+    };
+    let expect = vec![
+        vec![Some("1".into()), Some("kept".into()), Some("11".into())],
+        vec![Some("2".into()), Some("b2".into()), Some("21".into())],
+    ];
+    // PostgreSQL.
+    pg(
+        "DROP SCHEMA IF EXISTS ferry_t_pg_unch CASCADE; CREATE SCHEMA ferry_t_pg_unch;
+        CREATE TABLE ferry_t_pg_unch.t (id int8 PRIMARY KEY, name text, n int8);
+        INSERT INTO ferry_t_pg_unch.t VALUES (1, 'kept', 0), (2, 'b', 0);",
+    );
+    let s = make(json!({"url": PG_URL, "generate_sink_sql": true, "table": "ferry_t_pg_unch.t", "primary_keys": ["id"]})).unwrap();
+    write_one(&s, &batch).unwrap();
+    assert_eq!(
+        pg("SELECT id, name, n FROM ferry_t_pg_unch.t ORDER BY id"),
+        expect
+    );
+    // MariaDB.
+    my("DROP DATABASE IF EXISTS ferry_t_my_unch;\nCREATE DATABASE ferry_t_my_unch;\nCREATE TABLE ferry_t_my_unch.t (id bigint PRIMARY KEY, name text, n bigint);\nINSERT INTO ferry_t_my_unch.t VALUES (1, 'kept', 0), (2, 'b', 0);");
+    let s = make(json!({"url": MY_URL, "generate_sink_sql": true, "database": "ferry_t_my_unch", "table": "t", "primary_keys": ["id"]})).unwrap();
+    write_one(&s, &batch).unwrap();
+    assert_eq!(
+        my("SELECT id, name, n FROM ferry_t_my_unch.t ORDER BY id"),
+        expect
+    );
+    // A user's statement cannot leave a column alone: refused, naming the column.
+    pg("CREATE TABLE ferry_t_pg_unch.q (id int8, name text, n int8)");
+    let s = make(json!({"url": PG_URL, "query": "insert into ferry_t_pg_unch.q values (?, ?, ?)"}))
+        .unwrap();
+    let e = write_one(&s, &batch).unwrap_err().to_string();
+    assert!(
+        e.contains("name") && e.contains("REPLICA IDENTITY FULL"),
+        "{e}"
+    );
+    assert!(pg("SELECT * FROM ferry_t_pg_unch.q").is_empty());
+}

@@ -16,8 +16,13 @@
 //!   tables are idle the position still moves with the server's keepalives, so WAL does
 //!   not pile up.
 //! - **Refusals, not silent restarts**: a dropped, invalidated or foreign-advanced slot, a
-//!   server without `wal_level = logical`, an added or dropped column, and an update whose
-//!   unchanged TOASTed value the server did not send stop the job with the reason.
+//!   server without `wal_level = logical`, and an added or dropped column stop the job
+//!   with the reason.
+//! - **Unchanged TOASTed values**: an update that leaves an out-of-line value alone does
+//!   not send it. With `REPLICA IDENTITY FULL` it is taken from the old row; otherwise the
+//!   row marks the column unchanged ([`ferry_api::Unchanged`]), the Jdbc sink updates the
+//!   row's other columns only, and any other sink or transform refuses the row rather than
+//!   write NULL.
 //! - **`format = COMPATIBLE_DEBEZIUM_JSON`** (SeaTunnel's): each change becomes one row
 //!   `topic, key, value` of Debezium's JSON, as Debezium's PostgreSQL connector writes it
 //!   (`ferry_formats::debezium_envelope`); an update's `-U`/`+U` pair is one event.

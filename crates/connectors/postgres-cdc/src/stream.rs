@@ -36,18 +36,18 @@
 //! keys (the first read's end bounds them, [`Bound::until`]) with the rows' values at the
 //! replay's time, which the changes after the bound bring up to date in a keyed target.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, UInt8Array};
+use arrow::array::{Array, BooleanArray, UInt8Array};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use ferry_api::io::FetchSender;
-use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema};
+use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema, Unchanged};
 use ferry_db::{
     connect_pg, literal, pg_error_text, Builders, ColumnDef, ConnInfo, CopyDecoder, Dialect,
 };
@@ -496,6 +496,9 @@ struct Pending {
     kinds: Vec<u8>,
     /// Per row, the LSN of its change (kept for Debezium events only).
     lsns: Vec<u64>,
+    /// Per column, the rows that leave it unchanged without its value (see
+    /// [`append_row`]); empty nearly always.
+    unchanged: BTreeMap<usize, Vec<usize>>,
 }
 
 /// Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01.
@@ -1291,6 +1294,7 @@ impl Task<'_> {
                 )?,
                 kinds: Vec::new(),
                 lsns: Vec::new(),
+                unchanged: BTreeMap::new(),
             });
         }
         let table = &self.s.tables[t];
@@ -1301,7 +1305,7 @@ impl Task<'_> {
             .ok_or_else(|| FerryError::internal("no pending rows"))?;
         match c {
             Change::Insert { new, .. } => {
-                append_row(table, map, &mut p.builders, &new, None)?;
+                append_row(table, map, &mut p.builders, &new, None, false)?;
                 p.kinds.push(RowKind::Insert as u8);
             }
             Change::Update { old, new, .. } => {
@@ -1310,16 +1314,22 @@ impl Task<'_> {
                     .filter(|(k, _)| *k == b'O')
                     .map(|(_, t)| t.as_slice());
                 match &old {
-                    Some((_, before)) => append_row(table, map, &mut p.builders, before, None)?,
+                    Some((_, before)) => {
+                        append_row(table, map, &mut p.builders, before, None, false)?;
+                    }
                     // No old tuple: the key did not change; the row before is the key alone.
                     None => append_key_only(table, map, &mut p.builders, &new)?,
                 }
                 p.kinds.push(RowKind::UpdateBefore as u8);
-                append_row(table, map, &mut p.builders, &new, old_full)?;
+                let row = p.kinds.len();
+                let marks = append_row(table, map, &mut p.builders, &new, old_full, true)?;
+                for column in marks {
+                    p.unchanged.entry(column).or_default().push(row);
+                }
                 p.kinds.push(RowKind::UpdateAfter as u8);
             }
             Change::Delete { old, .. } => {
-                append_row(table, map, &mut p.builders, &old.1, None)?;
+                append_row(table, map, &mut p.builders, &old.1, None, false)?;
                 p.kinds.push(RowKind::Delete as u8);
             }
             Change::Truncate { .. } => {}
@@ -1381,8 +1391,25 @@ impl Task<'_> {
             pos.skip
         );
         let table = &self.s.tables[p.table];
-        let batch =
+        let rows = p.kinds.len();
+        let mut batch =
             ChangeBatch::with_kinds(table.schema.name.clone(), data, UInt8Array::from(p.kinds));
+        if !p.unchanged.is_empty() {
+            let columns = p
+                .unchanged
+                .into_iter()
+                .map(|(c, at)| {
+                    let mut marks = vec![false; rows];
+                    for r in at {
+                        if let Some(m) = marks.get_mut(r) {
+                            *m = true;
+                        }
+                    }
+                    (c, BooleanArray::from(marks))
+                })
+                .collect();
+            batch = batch.with_unchanged(Unchanged { columns });
+        }
         let (xid, ts_ms, lsns) = (
             i64::from(xid),
             (self.txn_commit_micros + PG_EPOCH_MICROS).div_euclid(1000),
@@ -1523,26 +1550,39 @@ impl Task<'_> {
     }
 }
 
-/// Appends one tuple as a row; an unchanged TOASTed value is taken from `old_full`.
+/// Appends one tuple as a row. An unchanged TOASTed value (which the server leaves out)
+/// is taken from `old_full`, the old row, when the replica identity sends it; otherwise,
+/// in an update's new row (`update_after`), the column is
+/// left NULL and returned among the columns the row leaves unchanged, which the sink keeps
+/// as the target holds them ([`Unchanged`]).
 fn append_row(
     table: &CdcTable,
     map: &RelMap,
     b: &mut Builders,
     tuple: &[Datum<'_>],
     old_full: Option<&[Datum<'_>]>,
-) -> Result<()> {
+    update_after: bool,
+) -> Result<Vec<usize>> {
+    let mut unchanged = Vec::new();
     for (i, from) in map.from.iter().enumerate() {
         let mut d = tuple.get(*from).copied().unwrap_or(Datum::Null);
         if d == Datum::Unchanged {
             d = match old_full.and_then(|o| o.get(*from).copied()) {
                 Some(v @ Datum::Value(_)) | Some(v @ Datum::Null) => v,
+                // Debezium's events have no way to say "unchanged" that its readers share.
+                _ if update_after && table.envelope.is_none() => {
+                    unchanged.push(i);
+                    Datum::Null
+                }
                 _ => {
                     return Err(FerryError::external(
                         COMPONENT,
                         format!(
                             "an update of {} left column '{}' out (an unchanged TOASTed value the \
-                             server does not send); writing it as NULL would be wrong. Let the \
-                             server send old rows: ALTER TABLE {} REPLICA IDENTITY FULL",
+                             server does not send), and the Debezium events of `format = \
+                             COMPATIBLE_DEBEZIUM_JSON` cannot say it is unchanged; writing it as \
+                             NULL would be wrong. Let the server send old rows: ALTER TABLE {} \
+                             REPLICA IDENTITY FULL",
                             table.schema.name,
                             table.columns[i].name,
                             table.quoted()
@@ -1560,7 +1600,7 @@ fn append_row(
         }
     }
     b.end_row();
-    Ok(())
+    Ok(unchanged)
 }
 
 /// Appends the key columns of `tuple` with every other column NULL.

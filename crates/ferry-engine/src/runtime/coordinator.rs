@@ -212,6 +212,24 @@ pub(super) struct InFlight {
 }
 
 impl Coordinator<'_> {
+    /// The error to report for `first`. A task that meets a stopped task downstream (its
+    /// channel closed) fails with `Cancelled`, which can arrive before the stopped task's
+    /// own error: then that error, if it follows within a second, is the cause.
+    fn cause_of(&self, first: FerryError) -> FerryError {
+        if !matches!(first, FerryError::Cancelled) {
+            return first;
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while let Ok(ev) = self.ev_rx.recv_deadline(deadline) {
+            if let Event::Failed(e) = ev {
+                if !matches!(e, FerryError::Cancelled) {
+                    return e;
+                }
+            }
+        }
+        first
+    }
+
     pub(super) fn run(&mut self) -> Result<RunOutcome> {
         let mut finished_readers = 0usize;
         let mut closed_writers = 0usize;
@@ -301,7 +319,7 @@ impl Coordinator<'_> {
                     if inflight.is_some() {
                         self.metrics.checkpoint_failed();
                     }
-                    return Err(e);
+                    return Err(self.cause_of(e));
                 }
                 Event::ReaderFinished {
                     source,

@@ -274,11 +274,12 @@ fn run_once(
             let ev = ev_tx.clone();
             let senders = sender_ids[k];
             let rows = metrics.sink_flow(&node.label);
+            let who = format!("sink `{}`", node.plugin);
             threads.push(spawn(
                 &format!("sink-{}-{subtask}", node.plugin),
                 move || {
                     if let Err(e) =
-                        writer_loop(writer, rx, senders, aligned, k, subtask, &ev, &rows)
+                        writer_loop(writer, rx, senders, aligned, k, subtask, &ev, &rows, &who)
                     {
                         let _ = ev.send(Event::Failed(e));
                     }

@@ -19,6 +19,7 @@ pub(super) fn writer_loop(
     subtask: usize,
     ev: &Sender<Event>,
     rows: &Flow,
+    who: &str,
 ) -> Result<()> {
     // Senders are numbered per sink across all readers; this writer hears from a subset.
     let mut barrier_from: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
@@ -41,6 +42,9 @@ pub(super) fn writer_loop(
         match msg {
             Msg::Data(b) => {
                 rows.add(b.num_rows(), b.data.get_array_memory_size());
+                if !writer.keeps_unchanged() {
+                    b.refuse_unchanged(who)?;
+                }
                 writer.write(&b)?;
             }
             Msg::Barrier(id) => {
