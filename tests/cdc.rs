@@ -558,6 +558,22 @@ fn an_update_without_its_unchanged_toasted_value_keeps_the_targets_value() {
         })
     };
     let snapshot = same();
+    // While it runs, `ferry jobs` shows its figures under its line: the phase, rows read.
+    let mut jobs = String::new();
+    let figures = common::eventually(Duration::from_secs(20), || {
+        let out = common::ferry()
+            .args(["jobs", "--checkpoint-dir"])
+            .arg(&ckpt)
+            .output()
+            .expect("ferry jobs runs");
+        jobs = String::from_utf8_lossy(&out.stdout).to_string();
+        let mut lines = jobs.lines().skip_while(|l| !l.starts_with("toast "));
+        lines.next().is_some_and(|l| l.contains("RUNNING"))
+            && lines.next().is_some_and(|l| {
+                l.contains("read 20 (") && l.contains("phase streaming") && l.contains("lag_bytes")
+            })
+    });
+    assert!(figures, "no figures under the job's line:\n{jobs}");
     toast_updates();
     // The updates arrived (v moved) and kept the large values (NULL would differ).
     let changes = snapshot && same();

@@ -10,10 +10,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use ferry_api::FerryError;
-use ferry_checkpoint::{format_utc, lock_status, FileStore, JobInfo, JobState, LockStatus};
+use ferry_checkpoint::{
+    format_utc, lock_status, read_checked, FileStore, JobInfo, JobState, LockStatus,
+};
 
 use ferry_plan::jobdir::checkpoint_dir_or_default;
 
+use crate::runner::{now_secs, Progress, PROGRESS_FILE};
 use crate::ControlArgs;
 
 /// What `ferry jobs` shows of one job.
@@ -24,6 +27,8 @@ struct Row {
     pid: String,
     since: String,
     last_checkpoint: String,
+    /// A running job's figures, one line (see [`progress_line`]).
+    progress: Option<String>,
 }
 
 impl Row {
@@ -52,8 +57,39 @@ impl Row {
                 .last_checkpoint
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "-".into()),
+            progress: None,
         }
     }
+}
+
+/// How old a running job's progress file may be and still be shown.
+const PROGRESS_FRESH_SECS: u64 = 10;
+
+/// A running job's figures from its directory's progress file, as one line: rows read and
+/// written, rows (change events) per second, and its sources' own figures: phase
+/// (`snapshot` or `streaming`, for CDC sources), snapshot chunks, replication lag. `None`
+/// without a fresh, intact file (a Spark run, or a run that just started).
+fn progress_line(job_dir: &Path, now: u64) -> Option<String> {
+    let p: Progress = read_checked(&job_dir.join(PROGRESS_FILE)).ok()?;
+    if now.saturating_sub(p.updated) > PROGRESS_FRESH_SECS {
+        return None;
+    }
+    let mut line = format!(
+        "read {} ({:.0}/s), written {}",
+        p.read, p.read_per_second, p.written
+    );
+    let mut figures = p.figures;
+    if let Some(streaming) = figures.remove("streaming") {
+        line.push_str(if streaming >= 1.0 {
+            ", phase streaming"
+        } else {
+            ", phase snapshot"
+        });
+    }
+    for (name, v) in &figures {
+        line.push_str(&format!(", {name} {}", (v * 100.0).round() / 100.0));
+    }
+    Some(line)
 }
 
 fn state_name(s: JobState) -> String {
@@ -65,6 +101,9 @@ fn print_row(r: &Row) {
         "{:<24} {:<9} {:<7} {:>8}  {:<23} {:>15}",
         r.job_id, r.state, r.engine, r.pid, r.since, r.last_checkpoint
     );
+    if let Some(p) = &r.progress {
+        println!("    {p}");
+    }
 }
 
 /// `ferry jobs`: every job in `dir` with its state, the process holding its lock and its
@@ -76,7 +115,11 @@ pub fn list(dir: &Path) -> Result<ExitCode, FerryError> {
             let job_dir = e.path();
             if let Ok(info) = FileStore::read_state(&job_dir) {
                 let lock = lock_status(&job_dir)?;
-                rows.push(Row::new(&info, &lock));
+                let mut row = Row::new(&info, &lock);
+                if row.state == "RUNNING" {
+                    row.progress = progress_line(&job_dir, now_secs());
+                }
+                rows.push(row);
             }
         }
     }
@@ -88,6 +131,7 @@ pub fn list(dir: &Path) -> Result<ExitCode, FerryError> {
         pid: "PID".into(),
         since: "RUNNING SINCE".into(),
         last_checkpoint: "LAST CHECKPOINT".into(),
+        progress: None,
     });
     for r in &rows {
         print_row(r);

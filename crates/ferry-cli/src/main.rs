@@ -328,16 +328,8 @@ fn summary(
 /// each name summed over the readers reporting it (lags in bytes or messages add up), but
 /// for times, which take the largest.
 fn figures_text(figures: &[(String, usize, &'static str, f64)]) -> String {
-    let mut sums: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
-    for (_, _, name, v) in figures {
-        let e = sums.entry(name).or_default();
-        *e = if name.ends_with("_seconds") {
-            e.max(*v)
-        } else {
-            *e + v
-        };
-    }
-    sums.iter()
+    runner::sum_figures(figures)
+        .iter()
         .map(|(n, v)| format!(", {n} {}", (v * 100.0).round() / 100.0))
         .collect()
 }

@@ -4,10 +4,11 @@
 //! `control` file (`ferry savepoint|cancel ID`) is watched, and checkpoints are stored
 //! there, so a run resumes from the latest one.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferry_api::FerryError;
 use ferry_checkpoint::{CheckpointStore, FileStore, JobInfo, JobLock, JobState, MemoryStore};
@@ -90,6 +91,9 @@ pub fn execute(
     let requests = StopRequests::new(dir.as_ref().map(|d| d.store.root()));
     state(&dir, JobState::Running, None);
     let watcher = watch_stop_requests(stop.clone(), requests, signals)?;
+    let progress = dir
+        .as_ref()
+        .map(|d| write_progress(d.store.root().to_path_buf(), metrics.clone()));
     let mut memory_store = MemoryStore::default();
     let result = {
         let store: &mut dyn CheckpointStore = match dir.as_mut() {
@@ -106,6 +110,16 @@ pub fn execute(
         )
     };
     watcher.store(true, Ordering::SeqCst);
+    if let Some((done, thread)) = progress {
+        done.store(true, Ordering::SeqCst);
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+    if let Some(d) = &dir {
+        // Figures of a run that ended describe nothing.
+        let _ = std::fs::remove_file(d.store.root().join(PROGRESS_FILE));
+    }
     let last = dir
         .as_mut()
         .and_then(|d| d.latest_checkpoint().ok().flatten());
@@ -117,6 +131,83 @@ pub fn execute(
     };
     state(&dir, end, last);
     result
+}
+
+/// The file of a job directory where a running job's figures are, for `ferry jobs`.
+pub const PROGRESS_FILE: &str = "progress";
+
+/// How often [`PROGRESS_FILE`] is rewritten.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// What a running job's [`PROGRESS_FILE`] holds.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Progress {
+    /// When it was written, in seconds since the epoch.
+    pub updated: u64,
+    /// Rows the sources returned since the run started.
+    pub read: u64,
+    /// Rows the sinks took since the run started.
+    pub written: u64,
+    /// Rows (change events, for a CDC source) the sources returned per second over the
+    /// last interval.
+    pub read_per_second: f64,
+    /// The source readers' own figures, summed ([`sum_figures`]): lag, snapshot phase, ….
+    pub figures: BTreeMap<String, f64>,
+}
+
+/// Source readers' figures, each name summed over the readers reporting it (lags in bytes
+/// or messages add up), but for times (`…_seconds`), which take the largest.
+pub fn sum_figures(figures: &[(String, usize, &'static str, f64)]) -> BTreeMap<String, f64> {
+    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+    for (_, _, name, v) in figures {
+        let e = sums.entry((*name).to_string()).or_default();
+        *e = if name.ends_with("_seconds") {
+            e.max(*v)
+        } else {
+            *e + v
+        };
+    }
+    sums
+}
+
+/// Rewrites `root`'s [`PROGRESS_FILE`] every [`PROGRESS_EVERY`] from `metrics` until the
+/// returned flag is set. A failed write is skipped (the figures are informational; a full
+/// disk must not stop the job for them).
+fn write_progress(
+    root: PathBuf,
+    metrics: Arc<Metrics>,
+) -> (Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>) {
+    let done = Arc::new(AtomicBool::new(false));
+    let done2 = done.clone();
+    let thread = std::thread::Builder::new()
+        .name("progress-file".into())
+        .spawn(move || {
+            let (mut last_read, mut last_at) = (0u64, Instant::now());
+            let mut waited = Duration::ZERO;
+            while !done2.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+                waited += Duration::from_millis(100);
+                if waited < PROGRESS_EVERY {
+                    continue;
+                }
+                waited = Duration::ZERO;
+                let read: u64 = metrics.read().values().sum();
+                let secs = last_at.elapsed().as_secs_f64();
+                let p = Progress {
+                    updated: now_secs(),
+                    read,
+                    written: metrics.written().values().sum(),
+                    read_per_second: read.saturating_sub(last_read) as f64 / secs.max(0.001),
+                    figures: sum_figures(&metrics.figures()),
+                };
+                (last_read, last_at) = (read, Instant::now());
+                if let Ok(body) = serde_json::to_vec(&p) {
+                    let _ = ferry_checkpoint::write_atomic(&root.join(PROGRESS_FILE), &body);
+                }
+            }
+        })
+        .ok();
+    (done, thread)
 }
 
 /// Seconds since the epoch.
