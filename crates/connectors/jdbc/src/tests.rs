@@ -460,21 +460,7 @@ fn pg_sink_applies_change_data_by_key_and_save_modes() {
     .unwrap();
     // +I 1, +I 2, -U 1, +U 1 (a2), -D 2, +I 3, +U 3
     let kinds = UInt8Array::from(vec![0, 0, 1, 2, 3, 0, 2]);
-    let mut w = s
-        .create_writer(
-            &ferry_api::WriterContext {
-                subtask: 0,
-                parallelism: 1,
-                job: job(JobMode::Batch),
-                attempt: "a".into(),
-            },
-            None,
-        )
-        .unwrap();
-    w.write(&ChangeBatch::with_kinds("src".into(), data, kinds))
-        .unwrap();
-    w.prepare_commit(1).unwrap();
-    w.close().unwrap();
+    write_one(&s, &ChangeBatch::with_kinds("src".into(), data, kinds)).unwrap();
     assert_eq!(
         pg("SELECT id, name FROM ferry_t_pg_cdc.t ORDER BY id"),
         vec![
