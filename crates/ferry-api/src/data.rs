@@ -148,6 +148,17 @@ pub struct Unchanged {
 }
 
 impl Unchanged {
+    /// The marks of `columns` that hold at least one row; `None` when none does.
+    fn of_marked(
+        columns: impl IntoIterator<Item = (usize, BooleanArray)>,
+    ) -> Option<Arc<Unchanged>> {
+        let columns: Vec<(usize, BooleanArray)> = columns
+            .into_iter()
+            .filter(|(_, rows)| rows.true_count() > 0)
+            .collect();
+        (!columns.is_empty()).then(|| Arc::new(Unchanged { columns }))
+    }
+
     /// Whether row `i` leaves column `column` unchanged.
     pub fn is_unchanged(&self, column: usize, i: usize) -> bool {
         self.columns
@@ -166,23 +177,19 @@ impl Unchanged {
         for (c, rows) in &self.columns {
             let f = arrow::compute::filter(rows, mask)?;
             if let Some(f) = f.as_any().downcast_ref::<BooleanArray>() {
-                if f.true_count() > 0 {
-                    columns.push((*c, f.clone()));
-                }
+                columns.push((*c, f.clone()));
             }
         }
-        Ok((!columns.is_empty()).then(|| Arc::new(Unchanged { columns })))
+        Ok(Unchanged::of_marked(columns))
     }
 
     /// The same marks for rows `offset..offset + len`; `None` when none of them has one.
     fn slice(&self, offset: usize, len: usize) -> Option<Arc<Unchanged>> {
-        let columns: Vec<(usize, BooleanArray)> = self
-            .columns
-            .iter()
-            .map(|(c, rows)| (*c, rows.slice(offset, len)))
-            .filter(|(_, rows)| rows.true_count() > 0)
-            .collect();
-        (!columns.is_empty()).then(|| Arc::new(Unchanged { columns }))
+        Unchanged::of_marked(
+            self.columns
+                .iter()
+                .map(|(c, rows)| (*c, rows.slice(offset, len))),
+        )
     }
 }
 
@@ -213,12 +220,7 @@ impl ChangeBatch {
     /// The same batch, its rows marked as leaving columns unchanged (see [`Unchanged`]);
     /// marks without a row are dropped.
     pub fn with_unchanged(mut self, unchanged: Unchanged) -> Self {
-        let columns: Vec<(usize, BooleanArray)> = unchanged
-            .columns
-            .into_iter()
-            .filter(|(_, rows)| rows.true_count() > 0)
-            .collect();
-        self.unchanged = (!columns.is_empty()).then(|| Arc::new(Unchanged { columns }));
+        self.unchanged = Unchanged::of_marked(unchanged.columns);
         self
     }
 

@@ -1063,8 +1063,9 @@ impl JdbcWriter {
     }
 
     /// The statement for row `i`, which leaves columns unchanged without their values
-    /// ([`Unchanged`]): an `UPDATE` of the row's other columns by key, so that the target
-    /// keeps what it holds in those. `None` when the row changes no column but its key.
+    /// ([`Unchanged`]): an `UPDATE` of the row's other columns by key (`t` has keys and no
+    /// `query`: see [`SinkWriter::write`]), so that the target keeps what it holds in those.
+    /// `None` when the row changes no column but its key.
     /// (No upsert: a key the target does not hold yet gets its whole row later, from the
     /// snapshot, and inserting it here would write NULL for the unchanged columns.)
     fn unchanged_update(
@@ -1074,30 +1075,6 @@ impl JdbcWriter {
         marks: &Unchanged,
         i: usize,
     ) -> Result<Option<String>> {
-        if t.query.is_some() || t.keys.is_empty() {
-            let who = if t.query.is_some() {
-                format!("sink `{COMPONENT}` with `query`")
-            } else {
-                format!(
-                    "sink `{COMPONENT}` into {}, which has no primary_keys,",
-                    t.quoted
-                )
-            };
-            let names: Vec<&str> = marks
-                .columns
-                .iter()
-                .filter_map(|(c, _)| t.schema.schema.fields().get(*c).map(|f| f.name().as_str()))
-                .collect();
-            return Err(FerryError::config(format!(
-                "{who} got an update of {} that leaves column(s) {} unchanged without their \
-                 values (PostgreSQL does not send an unchanged TOASTed value unless the old row \
-                 is sent); it could only write NULL there. Generate the statements \
-                 (generate_sink_sql) with primary_keys, or let the server send old rows: ALTER \
-                 TABLE … REPLICA IDENTITY FULL",
-                t.schema.name,
-                names.join(", ")
-            )));
-        }
         let d = self.dialect;
         let mut sets = Vec::new();
         for (c, name) in t.columns.iter().enumerate() {
@@ -1345,6 +1322,15 @@ impl SinkWriter for JdbcWriter {
             None
         };
         let binary = bin.is_some();
+        // Only an UPDATE by key can leave a column alone.
+        if t.query.is_some() {
+            batch.refuse_unchanged(&format!("sink `{COMPONENT}` with `query`"))?;
+        } else if t.keys.is_empty() {
+            batch.refuse_unchanged(&format!(
+                "sink `{COMPONENT}` into {}, which has no primary_keys,",
+                t.quoted
+            ))?;
+        }
         for i in 0..batch.num_rows() {
             let kind = batch.kind(i);
             if let Some(marks) = batch.unchanged.as_deref().filter(|u| u.any_in_row(i)) {
