@@ -642,22 +642,7 @@ fn round_trip_with(
         )
         .unwrap();
     sink.setup(&resolve_ctx("sink Jdbc")).unwrap();
-    let mut w = sink
-        .create_writer(
-            &ferry_api::WriterContext {
-                subtask: 0,
-                parallelism: 1,
-                job: job(JobMode::Batch),
-                attempt: "a".into(),
-            },
-            None,
-        )
-        .unwrap();
-    for b in &data {
-        w.write(b).unwrap();
-    }
-    w.prepare_commit(1).unwrap();
-    w.close().unwrap();
+    write_all(&sink, &data).unwrap();
     let back = source(json!({"url": url, "table_path": to_path})).unwrap();
     assert_eq!(
         back.tables()[0].schema,
@@ -896,6 +881,11 @@ fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
 
 /// Writes `batch` through a writer of `s` and commits it.
 fn write_one(s: &Arc<dyn Sink>, batch: &ChangeBatch) -> Result<()> {
+    write_all(s, std::slice::from_ref(batch))
+}
+
+/// Writes `batches` through one writer of `s` and commits them as checkpoint 1.
+fn write_all(s: &Arc<dyn Sink>, batches: &[ChangeBatch]) -> Result<()> {
     let mut w = s.create_writer(
         &ferry_api::WriterContext {
             subtask: 0,
@@ -906,7 +896,9 @@ fn write_one(s: &Arc<dyn Sink>, batch: &ChangeBatch) -> Result<()> {
         None,
     )?;
     assert!(w.keeps_unchanged());
-    w.write(batch)?;
+    for b in batches {
+        w.write(b)?;
+    }
     w.prepare_commit(1)?;
     w.close()
 }
