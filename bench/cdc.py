@@ -12,8 +12,9 @@ build in $CARGO_TARGET_DIR (default ~/.cache/ferry/target-release), which
 
 What is measured, each a fresh process timed from its start:
   snapshot   Jdbc (`table_path`, parallelism 2) -> Blackhole, BATCH, to the process's exit;
-             Postgres-CDC (`startup.mode = initial`) -> Blackhole, to the log line saying the
-             snapshot is complete (the job then streams; it is stopped).
+             Postgres-CDC (`startup.mode = initial`, parallelism 2: two snapshot readers)
+             -> Blackhole, to the log line saying the snapshot is complete (the job then
+             streams; it is stopped).
   streaming  `changes` inserts (transactions of 1000 rows) made while the job is stopped,
              then the job resumed: time until the Jdbc target (upserts by key) holds them
              all; pg_recvlogical reads the same changes from a pgoutput slot to /dev/null
@@ -75,9 +76,9 @@ def write_job(d: Path, name: str, text: str) -> Path:
     return p
 
 
-def cdc_job(table: str, slot: str, sink: str) -> str:
+def cdc_job(table: str, slot: str, sink: str, parallelism: int = 1) -> str:
     return f"""
-env {{ job.name = "bench-cdc", job.mode = "STREAMING", checkpoint.interval = 1000 }}
+env {{ job.name = "bench-cdc", job.mode = "STREAMING", checkpoint.interval = 1000, parallelism = {parallelism} }}
 source {{
   Postgres-CDC {{
     base-url = "jdbc:postgresql://127.0.0.1:5432/test"
@@ -135,7 +136,7 @@ sink {{ Blackhole {{}} }}
     if r.returncode != 0:
         sys.exit(f"the Jdbc job failed: {r.stderr}")
     drop_slot("ferry_bench_snap")
-    job = write_job(d, "snap.conf", cdc_job("ferry_bench.cdc_snap", "ferry_bench_snap", "  Blackhole {}"))
+    job = write_job(d, "snap.conf", cdc_job("ferry_bench.cdc_snap", "ferry_bench_snap", "  Blackhole {}", 2))
     ckpt = d / f"ckpt-snap-{rnd}"
     t0 = time.monotonic()
     p = start_ferry(job, "snap", ckpt, "warn,ferry_connector_postgres_cdc=info")

@@ -470,6 +470,7 @@ impl Source for PostgresCdcSource {
             fetch_size: c.fetch_size,
             tables,
             snapshot_on_start: c.snapshot_on_start,
+            snapshot_readers: 1,
         }));
         Ok(())
     }
@@ -569,11 +570,19 @@ impl Source for PostgresCdcSource {
         }))
     }
 
-    fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
-        let settings = self
+    /// The reader that gets the slot's split reads the snapshot with as many connections
+    /// as the source has readers (`parallelism`): the others have nothing to read.
+    fn create_reader(&self, ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
+        let mut settings = self
             .settings
             .clone()
             .ok_or_else(|| FerryError::internal("Postgres-CDC reader created before resolve"))?;
+        if ctx.parallelism > 1 {
+            settings = Arc::new(Settings {
+                snapshot_readers: ctx.parallelism,
+                ..(*settings).clone()
+            });
+        }
         Ok(Box::new(Reader {
             settings,
             readiness: Readiness::new(),
@@ -616,24 +625,6 @@ struct Enumerator {
     sql: Option<tokio_postgres::Client>,
 }
 
-impl Enumerator {
-    async fn emit_bound(
-        sql: &tokio_postgres::Client,
-        content: &str,
-    ) -> std::result::Result<u64, tokio_postgres::Error> {
-        let row = sql
-            .query_one(
-                "SELECT pg_logical_emit_message(false, $1, $2)::text",
-                &[&stream::BOUND_PREFIX, &content],
-            )
-            .await?;
-        let lsn: String = row.get(0);
-        Ok(pgwire_replication::Lsn::parse(&lsn)
-            .map(|l| l.0)
-            .unwrap_or(0))
-    }
-}
-
 impl SplitEnumerator for Enumerator {
     fn discover(&mut self) -> Result<Vec<(usize, Split)>> {
         let mut out: Vec<(usize, Split)> = self.pending.drain(..).map(|s| (0, s)).collect();
@@ -673,12 +664,12 @@ impl SplitEnumerator for Enumerator {
             tokio::time::timeout(timeout, async {
                 // A connection that failed since the last bound is opened again once.
                 if let Some(c) = &sql {
-                    if let Ok(lsn) = Enumerator::emit_bound(c, &content).await {
+                    if let Ok(lsn) = stream::emit_message(c, stream::BOUND_PREFIX, &content).await {
                         return Ok((lsn, sql));
                     }
                 }
                 let c = connect_pg(&s.conn, COMPONENT).await?;
-                let lsn = Enumerator::emit_bound(&c, &content)
+                let lsn = stream::emit_message(&c, stream::BOUND_PREFIX, &content)
                     .await
                     .map_err(|e| FerryError::external(COMPONENT, pg_error_text(&e)))?;
                 sql = Some(c);

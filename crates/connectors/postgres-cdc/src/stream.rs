@@ -20,6 +20,12 @@
 //! chunk in flight: a chunk is returned as one batch, and the position after it records
 //! its last key.
 //!
+//! With several snapshot readers (the source's `parallelism`), a window holds one chunk
+//! per reader: the keys where they end are found first (every `snapshot.split.size`-th
+//! key, from the index), then the chunks are read at once, each on its own connection
+//! and in its own snapshot, all between the same two watermarks, and handed over in key
+//! order, each with the position after it.
+//!
 //! # Bounded micro-batches (Spark)
 //! Given a [`Bound`] (an LSN the driver wrote into the WAL when it planned the micro-batch),
 //! the task streams until it has passed the bound: every transaction whose commit record
@@ -136,7 +142,7 @@ impl CdcTable {
 }
 
 /// What the fetch task needs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// The database.
     pub conn: ConnInfo,
@@ -152,6 +158,9 @@ pub struct Settings {
     pub tables: Vec<CdcTable>,
     /// Read the tables' current rows first (`startup.mode = initial`).
     pub snapshot_on_start: bool,
+    /// Snapshot chunks read at once, each on a connection of its own (the source's
+    /// `parallelism`): one window's chunks are cut by key up front and read in parallel.
+    pub snapshot_readers: usize,
 }
 
 /// The snapshot of one table under way.
@@ -567,25 +576,32 @@ impl Invisible {
     }
 }
 
-/// A snapshot chunk between its watermarks.
+/// Snapshot chunks between their watermarks: one, or with several snapshot readers one per
+/// reader, of consecutive key ranges of one table.
 struct Window {
     id: String,
     table: usize,
-    chunk: RecordBatch,
+    /// The chunks in key order, each with the key the next chunk starts after.
+    chunks: Vec<(RecordBatch, Vec<String>)>,
     /// The low watermark has come through the stream.
     open: bool,
-    /// Keys (row-encoded) whose change the chunk may not reflect: changed in the stream
-    /// since the low watermark, or by a transaction the chunk's snapshot did not see.
+    /// Keys (row-encoded) whose change the chunks may not reflect: changed in the stream
+    /// since the low watermark, or by a transaction a chunk's snapshot did not see.
     touched: HashSet<Vec<u8>>,
-    /// The transactions the chunk's snapshot does not see: one of them that commits before
+    /// The transactions the chunks' snapshots do not see: one of them that commits before
     /// the low watermark anyway (its commit record written, not yet visible when the
     /// snapshot was taken) is not in the chunk, so its keys count as touched wherever it
-    /// comes.
-    invisible: Invisible,
-    /// The chunk's last key, for the next one.
-    last_key: Vec<String>,
-    /// The table has no rows after this chunk.
+    /// comes. Counting a key touched for every chunk when only one snapshot missed it is
+    /// safe: the stream returns that key's newer state.
+    invisible: Vec<Invisible>,
+    /// The table has no rows after the last chunk.
     last: bool,
+}
+
+impl Window {
+    fn misses(&self, xid: u32) -> bool {
+        self.invisible.iter().any(|i| i.contains(xid))
+    }
 }
 
 /// How many recently returned transactions keep their keys, for a window whose snapshot
@@ -599,6 +615,8 @@ struct Task<'a> {
     /// Keys of the last transactions returned: (xid, table, keys).
     recent: std::collections::VecDeque<(u32, usize, Vec<Vec<u8>>)>,
     sql: tokio_postgres::Client,
+    /// The snapshot readers' connections, opened at the first window that needs them.
+    readers: Vec<Arc<tokio_postgres::Client>>,
     repl: ReplicationClient,
     tx_ack: Arc<AtomicU64>,
     acked: u64,
@@ -772,6 +790,7 @@ async fn run_inner(
             txn_start: pos.lsn,
             s,
             sql,
+            readers: Vec::new(),
             repl,
             tx_ack: ack,
             pos,
@@ -817,6 +836,29 @@ async fn run_inner(
     }
 }
 
+/// Writes a non-transactional logical message into the WAL and returns its LSN, flushed.
+///
+/// A walsender decodes only flushed WAL, and PostgreSQL (before 17) does not flush a
+/// non-transactional message: it waits for the WAL writer (`wal_writer_delay`, 200 ms by
+/// default), which made every snapshot chunk wait that long for its high watermark. A
+/// synchronous commit of a transaction with an id flushes the WAL up to its own commit
+/// record, and so the message before it; such an empty transaction is not decoded.
+pub async fn emit_message(
+    sql: &tokio_postgres::Client,
+    prefix: &str,
+    content: &str,
+) -> std::result::Result<u64, tokio_postgres::Error> {
+    let row = sql
+        .query_one(
+            "SELECT pg_logical_emit_message(false, $1, $2)::text, \
+             set_config('synchronous_commit', 'on', true), txid_current()",
+            &[&prefix, &content],
+        )
+        .await?;
+    let lsn: String = row.get(0);
+    Ok(Lsn::parse(&lsn).map(|l| l.0).unwrap_or(0))
+}
+
 /// After reaching a micro-batch's bound at `pos`: snapshot chunks for about
 /// [`CHUNKS_FOR`] (a replay: the key ranges its first read covered), each handed over with
 /// the position after it. `recent` holds the keys of the transactions returned before, for
@@ -858,8 +900,12 @@ async fn read_bounded_chunks(
             .and_then(|u| u.chunk.as_ref())
             .filter(|c| c.table == name && !u_done(bound, &name))
             .map(|c| c.after.clone());
-        let (chunk, last_key, last, invisible) =
-            read_chunk(sql, table, &after, s.split_size, upto.as_deref()).await?;
+        let ChunkRead {
+            rows: chunk,
+            last_key,
+            complete: last,
+            invisible,
+        } = read_chunk(sql, table, &after, upto.as_deref(), Some(s.split_size)).await?;
         let mut touched = HashSet::new();
         for (xid, t2, keys) in recent {
             if *t2 == t && invisible.contains(*xid) {
@@ -1374,7 +1420,7 @@ impl Task<'_> {
             if let Some(w) = self
                 .window
                 .as_mut()
-                .filter(|w| w.table == p.table && (w.open || w.invisible.contains(xid)))
+                .filter(|w| w.table == p.table && (w.open || w.misses(xid)))
             {
                 w.touched.extend(keys.iter().cloned());
             }
@@ -1431,46 +1477,154 @@ impl Task<'_> {
         next_chunk(&self.s, &self.pos)
     }
 
-    /// Writes a low watermark, reads the next chunk, writes a high watermark.
+    /// Writes a low watermark, reads the next chunks, writes a high watermark.
     async fn open_window(&mut self) -> Result<()> {
         let Some((t, after)) = self.next_chunk() else {
             return Ok(());
         };
-        let table = &self.s.tables[t];
         let id = format!("{}:{}:{}", self.s.slot, self.nonce, self.windows);
         self.windows += 1;
+        // Where the chunks are cut does not depend on when: every row of their ranges is
+        // read in the chunks' snapshots, taken between the watermarks.
+        let cuts = self.window_cuts(t, &after).await?;
         self.emit_watermark(&id, "L").await?;
-        let (chunk, last_key, last, invisible) =
-            read_chunk(&self.sql, table, &after, self.s.split_size, None).await?;
+        let (chunks, invisible, last) = self.read_window(t, after, cuts).await?;
         self.emit_watermark(&id, "H").await?;
-        // Transactions already returned that the snapshot did not see (committed in the WAL
+        let window = Window {
+            id,
+            table: t,
+            chunks,
+            open: false,
+            touched: HashSet::new(),
+            invisible,
+            last,
+        };
+        // Transactions already returned that a snapshot did not see (committed in the WAL
         // just before the low watermark, visible only after the snapshot was taken).
         let mut touched = HashSet::new();
         for (xid, t2, keys) in &self.recent {
-            if *t2 == t && invisible.contains(*xid) {
+            if *t2 == t && window.misses(*xid) {
                 touched.extend(keys.iter().cloned());
             }
         }
-        self.window = Some(Window {
-            id,
-            table: t,
-            chunk,
-            open: false,
-            touched,
-            invisible,
-            last_key,
-            last,
-        });
+        self.window = Some(Window { touched, ..window });
         Ok(())
+    }
+
+    /// With several snapshot readers, where the next window's chunks end: up to one key
+    /// per reader, every `snapshot.split.size`-th key after `after` (an index-only scan of
+    /// the keys, not the rows). None when fewer rows than one chunk remain, or with one
+    /// reader.
+    async fn window_cuts(&self, t: usize, after: &[String]) -> Result<Vec<Vec<String>>> {
+        let table = &self.s.tables[t];
+        let readers = self.s.snapshot_readers;
+        if readers <= 1 || !table.chunkable() {
+            return Ok(Vec::new());
+        }
+        let d = Dialect::Postgres;
+        let keys = table
+            .key
+            .iter()
+            .map(|k| d.quote(k))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let texts = table
+            .key
+            .iter()
+            .map(|k| format!("{}::text", d.quote(k)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let cond = if after.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " WHERE ({keys}) > ({})",
+                key_literals(table, after).join(", ")
+            )
+        };
+        let split = self.s.split_size;
+        let q = format!(
+            "SELECT {texts} FROM (SELECT {keys}, row_number() OVER (ORDER BY {keys}) AS ferry_chunk_row \
+             FROM (SELECT {keys} FROM {}{cond} ORDER BY {keys} LIMIT {}) ferry_keys) ferry_numbered \
+             WHERE ferry_chunk_row % {split} = 0 ORDER BY ferry_chunk_row",
+            table.quoted(),
+            split.saturating_mul(readers)
+        );
+        let rows =
+            self.sql.query(q.as_str(), &[]).await.map_err(|e| {
+                FerryError::external(COMPONENT, format!("{}: {q}", pg_error_text(&e)))
+            })?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (0..table.key.len())
+                    .map(|i| r.get::<_, String>(i))
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Reads a window's chunks: without cuts, one of `snapshot.split.size` rows after
+    /// `after` on the task's connection; with cuts, the ranges up to each cut, and when
+    /// there are fewer cuts than readers the rest of the table (at most one chunk's rows)
+    /// after the last, in parallel, each on a snapshot reader's connection. Returns them
+    /// in key order, the transactions each one's snapshot missed, and whether the table
+    /// has no rows after them.
+    async fn read_window(
+        &mut self,
+        t: usize,
+        after: Vec<String>,
+        cuts: Vec<Vec<String>>,
+    ) -> Result<(Vec<(RecordBatch, Vec<String>)>, Vec<Invisible>, bool)> {
+        let split = self.s.split_size;
+        if cuts.is_empty() {
+            let c = read_chunk(&self.sql, &self.s.tables[t], &after, None, Some(split)).await?;
+            return Ok((vec![(c.rows, c.last_key)], vec![c.invisible], c.complete));
+        }
+        // (after, upto, limit) of each chunk.
+        let mut ranges = Vec::new();
+        let mut from = after;
+        for cut in &cuts {
+            ranges.push((from, Some(cut.clone()), None));
+            from = cut.clone();
+        }
+        let tail = cuts.len() < self.s.snapshot_readers;
+        if tail {
+            ranges.push((from, None, Some(split)));
+        }
+        while self.readers.len() < ranges.len() {
+            self.readers
+                .push(Arc::new(connect_pg(&self.s.conn, COMPONENT).await?));
+        }
+        let mut running = Vec::new();
+        for ((after, upto, limit), conn) in ranges.into_iter().zip(&self.readers) {
+            let (s, conn) = (self.s.clone(), conn.clone());
+            running.push(tokio::spawn(async move {
+                let c = read_chunk(&conn, &s.tables[t], &after, upto.as_deref(), limit).await?;
+                // A range's next chunk starts after its cut, whatever its last row.
+                let next = upto.unwrap_or(if c.last_key.is_empty() {
+                    after
+                } else {
+                    c.last_key
+                });
+                Ok::<_, FerryError>((c.rows, next, c.invisible, c.complete))
+            }));
+        }
+        let (mut chunks, mut invisible, mut last) = (Vec::new(), Vec::new(), false);
+        for r in running {
+            let (rows, next, inv, complete) = r.await.map_err(|e| {
+                FerryError::internal(format!("a snapshot reader's task failed: {e}"))
+            })??;
+            chunks.push((rows, next));
+            invisible.push(inv);
+            last = tail && complete;
+        }
+        Ok((chunks, invisible, last))
     }
 
     async fn emit_watermark(&self, id: &str, mark: &str) -> Result<()> {
         let content = format!("{id}:{mark}");
-        self.sql
-            .execute(
-                "SELECT pg_logical_emit_message(false, $1, $2)",
-                &[&WATERMARK_PREFIX, &content],
-            )
+        emit_message(&self.sql, WATERMARK_PREFIX, &content)
             .await
             .map_err(pg)?;
         Ok(())
@@ -1497,56 +1651,59 @@ impl Task<'_> {
         let Some(w) = self.window.take() else {
             return Ok(true);
         };
-        let table = &self.s.tables[w.table];
+        let s = self.s.clone();
+        let table = &s.tables[w.table];
         let name = table.schema.name.to_string();
-        let keep = if w.touched.is_empty() {
-            None
-        } else {
-            let keys = row_keys(table, &w.chunk)?;
-            Some(arrow::array::BooleanArray::from(
-                keys.iter()
-                    .map(|k| !w.touched.contains(k))
-                    .collect::<Vec<_>>(),
-            ))
-        };
-        let (chunk_rows, touched, running) = (
-            w.chunk.num_rows(),
-            w.touched.len(),
-            w.invisible.running.len(),
-        );
-        let rows = match keep {
-            Some(mask) => filter_record_batch(&w.chunk, &mask)?,
-            None => w.chunk,
-        };
         self.pos.lsn = self.pos.lsn.max(lsn + 1);
         self.pos.skip = 0;
-        self.progress.chunks.fetch_add(1, Ordering::Relaxed);
-        if w.last {
-            self.pos.chunk = None;
-            self.pos.snapshotted.push(name.clone());
-            tracing::info!("{COMPONENT}: snapshot of {name} complete");
-        } else {
-            self.pos.chunk = Some(ChunkProgress {
-                table: name,
-                after: w.last_key,
-            });
+        let count = w.chunks.len();
+        for (i, (chunk, next)) in w.chunks.into_iter().enumerate() {
+            let read = chunk.num_rows();
+            let rows = if w.touched.is_empty() {
+                chunk
+            } else {
+                let keys = row_keys(table, &chunk)?;
+                let keep = BooleanArray::from(
+                    keys.iter()
+                        .map(|k| !w.touched.contains(k))
+                        .collect::<Vec<_>>(),
+                );
+                filter_record_batch(&chunk, &keep)?
+            };
+            self.progress.chunks.fetch_add(1, Ordering::Relaxed);
+            let end = i + 1 == count;
+            if end && w.last {
+                self.pos.chunk = None;
+                self.pos.snapshotted.push(name.clone());
+                tracing::info!("{COMPONENT}: snapshot of {name} complete");
+            } else {
+                // Each chunk is handed over with the position after it: a checkpoint
+                // between two of them resumes with the next.
+                self.pos.chunk = Some(ChunkProgress {
+                    table: name.clone(),
+                    after: next,
+                });
+            }
+            tracing::debug!(
+                "{COMPONENT}: chunk of {name} at {}: {} of {read} rows ({} keys touched, {} transactions running at its snapshot)",
+                lsn_text(lsn),
+                rows.num_rows(),
+                w.touched.len(),
+                w.invisible.get(i).map_or(0, |v| v.running.len()),
+            );
+            let pos = self.pos.clone();
+            let alive = if rows.num_rows() == 0 {
+                !end || self.send(Item::Moved(pos)).await
+            } else {
+                let batch = ChangeBatch::inserts(table.schema.name.clone(), rows);
+                let batch = as_events(table, batch, &snapshot_origin(lsn))?;
+                self.send(Item::Rows(batch, pos)).await
+            };
+            if !alive {
+                return Ok(false);
+            }
         }
-        tracing::debug!(
-            "{COMPONENT}: chunk of {} at {}: {} of {} rows ({} keys touched, {} transactions running at its snapshot)",
-            table.schema.name,
-            lsn_text(lsn),
-            rows.num_rows(),
-            chunk_rows,
-            touched,
-            running
-        );
-        let pos = self.pos.clone();
-        if rows.num_rows() == 0 {
-            return Ok(self.send(Item::Moved(pos)).await);
-        }
-        let batch = ChangeBatch::inserts(table.schema.name.clone(), rows);
-        let batch = as_events(table, batch, &snapshot_origin(lsn))?;
-        Ok(self.send(Item::Rows(batch, pos)).await)
+        Ok(true)
     }
 }
 
@@ -1640,16 +1797,40 @@ fn row_keys(table: &CdcTable, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
     Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
 }
 
-/// Reads the chunk after key `after` (the table's first chunk when empty), up to key
-/// `upto` when given: its rows, its last key as text, and whether it is the table's last
-/// chunk (with `upto`: the last one up to that key).
+/// A key's text values as SQL literals of the key columns' types.
+fn key_literals(table: &CdcTable, key: &[String]) -> Vec<String> {
+    key.iter()
+        .zip(table.key_indexes())
+        .map(|(v, i)| {
+            format!(
+                "{}::{}",
+                literal(Dialect::Postgres, v),
+                table.columns[i].source_type
+            )
+        })
+        .collect()
+}
+
+/// A chunk read from the table: its rows, its last key as text (empty when it has no
+/// rows), whether it holds every row of its range (fewer than its limit came), and the
+/// transactions its snapshot does not see.
+struct ChunkRead {
+    rows: RecordBatch,
+    last_key: Vec<String>,
+    complete: bool,
+    invisible: Invisible,
+}
+
+/// Reads the rows after key `after` (from the table's first when empty) up to key `upto`
+/// when given, at most `limit` of them when given, in key order, in a snapshot of its own.
+/// A table that cannot be cut by key is read whole.
 async fn read_chunk(
     sql: &tokio_postgres::Client,
     table: &CdcTable,
     after: &[String],
-    split_size: usize,
     upto: Option<&[String]>,
-) -> Result<(RecordBatch, Vec<String>, bool, Invisible)> {
+    limit: Option<usize>,
+) -> Result<ChunkRead> {
     let d = Dialect::Postgres;
     // One snapshot for the chunk, whose running transactions are noted (see `Window`).
     sql.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -1665,14 +1846,8 @@ async fn read_chunk(
     let mut q = format!("SELECT {} FROM {}", select.join(", "), table.quoted());
     let chunked = table.chunkable();
     if chunked {
-        let idx = table.key_indexes();
         let keys: Vec<String> = table.key.iter().map(|k| d.quote(k)).collect();
-        let lits = |key: &[String]| -> Vec<String> {
-            key.iter()
-                .zip(&idx)
-                .map(|(v, i)| format!("{}::{}", literal(d, v), table.columns[*i].source_type))
-                .collect()
-        };
+        let lits = |key: &[String]| key_literals(table, key);
         let mut conds = Vec::new();
         if !after.is_empty() {
             conds.push(format!(
@@ -1691,7 +1866,10 @@ async fn read_chunk(
         if !conds.is_empty() {
             q.push_str(&format!(" WHERE {}", conds.join(" AND ")));
         }
-        q.push_str(&format!(" ORDER BY {} LIMIT {split_size}", keys.join(", ")));
+        q.push_str(&format!(" ORDER BY {}", keys.join(", ")));
+        if let Some(limit) = limit {
+            q.push_str(&format!(" LIMIT {limit}"));
+        }
     }
     let copy = format!("COPY ({q}) TO STDOUT (FORMAT binary)");
     let stream = sql
@@ -1702,7 +1880,7 @@ async fn read_chunk(
     let mut builders = Builders::new(
         &table.columns,
         table.schema.schema.clone(),
-        split_size.min(65_536),
+        limit.unwrap_or(8192).min(65_536),
         COMPONENT,
     )?;
     let mut dec = CopyDecoder::new(table.columns.len());
@@ -1715,7 +1893,7 @@ async fn read_chunk(
     sql.batch_execute("COMMIT").await.map_err(pg)?;
     let batch = builders.finish()?;
     let n = batch.num_rows();
-    let last = !chunked || n < split_size;
+    let complete = !chunked || limit.is_none_or(|l| n < l);
     let mut last_key = Vec::new();
     if chunked && n > 0 {
         let opts = arrow::util::display::FormatOptions::default();
@@ -1724,7 +1902,12 @@ async fn read_chunk(
             last_key.push(f.value(n - 1).to_string());
         }
     }
-    Ok((batch, last_key, last, invisible))
+    Ok(ChunkRead {
+        rows: batch,
+        last_key,
+        complete,
+        invisible,
+    })
 }
 
 #[cfg(test)]

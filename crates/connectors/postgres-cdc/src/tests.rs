@@ -166,16 +166,17 @@ fn table(name: &str) -> BTreeMap<i32, i32> {
         .collect()
 }
 
-/// Inserts, updates (v + 1) and deletes in multi-statement transactions.
+/// Inserts, updates (v + 1) and deletes in multi-statement transactions. Rows 2001 to
+/// 3000 are left alone: only the snapshot brings them, so a chunk that lost rows shows.
 fn workload(name: &str, round: i32) {
     let t = format!("ferry_cdc_{name}.t");
     pg(&format!(
         "BEGIN;
-         UPDATE {t} SET v = v + 1 WHERE id % 7 = {m};
+         UPDATE {t} SET v = v + 1 WHERE id % 7 = {m} AND (id <= 2000 OR id > 3000);
          INSERT INTO {t} (id, v, note) SELECT 100000 + {round} * 100 + g, 0, repeat('x', 3000) FROM generate_series(1, 20) g;
-         DELETE FROM {t} WHERE id % 97 = {m};
+         DELETE FROM {t} WHERE id % 97 = {m} AND (id <= 2000 OR id > 3000);
          COMMIT;
-         UPDATE {t} SET v = v + 1 WHERE id % 11 = {m};",
+         UPDATE {t} SET v = v + 1 WHERE id % 11 = {m} AND (id <= 2000 OR id > 3000);",
         m = round % 7
     ));
 }
@@ -201,15 +202,31 @@ const DDL: &str = "CREATE TABLE t (id int4 PRIMARY KEY, v int4 NOT NULL, note te
 
 #[test]
 fn snapshot_and_changes_converge_and_a_restore_inside_repeats_nothing() {
-    let name = "converge";
+    converge("converge", 1);
+}
+
+/// Three readers: windows of three chunks read at once on three connections, the last
+/// window's final chunk the table's rest.
+#[test]
+fn parallel_snapshot_readers_converge_and_a_restore_inside_repeats_nothing() {
+    converge("converge3", 3);
+}
+
+/// A snapshot under a concurrent workload, a checkpoint inside it, a crash after it and a
+/// restore: the events applied in order equal the table, and none repeats.
+fn converge(name: &'static str, readers: usize) {
     setup(name, DDL);
     let s = source(
         name,
-        json!({"snapshot.split.size": 400, "snapshot.fetch.size": 100}),
+        json!({
+            "base-url": format!("jdbc:postgresql://127.0.0.1:5432/test?ApplicationName=ferry_t_{name}"),
+            "snapshot.split.size": 400,
+            "snapshot.fetch.size": 100,
+        }),
     )
     .unwrap();
     assert!(s.is_replayable());
-    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), readers, job(JobMode::Streaming)).unwrap();
     // A concurrent workload while the snapshot runs, so that chunks' windows see changes
     // committed between their low watermark, their SELECT and their high watermark.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -228,6 +245,19 @@ fn snapshot_and_changes_converge_and_a_restore_inside_repeats_nothing() {
     while d.rows_read() < 1500 {
         d.step().unwrap();
     }
+    if readers > 1 {
+        // The first window of the 3000-row table cut three chunks.
+        // The task's own connection and one per snapshot reader (the replication
+        // connection does not carry the name).
+        let open = pg(&format!(
+            "SELECT count(*)::text FROM pg_stat_activity WHERE application_name = 'ferry_t_{name}'"
+        ));
+        let open: usize = open[0][0].as_deref().unwrap_or("0").parse().unwrap();
+        assert!(
+            open > readers,
+            "{open} connections for {readers} snapshot readers"
+        );
+    }
     let snap = d.snapshot().unwrap();
     let mut kept = d.take_output();
     // Read on past the checkpoint, then "crash": what came after it is lost downstream.
@@ -235,7 +265,7 @@ fn snapshot_and_changes_converge_and_a_restore_inside_repeats_nothing() {
         d.step().unwrap();
     }
     drop(d);
-    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    let mut d = SourceDriver::restore(s.as_ref(), readers, job(JobMode::Streaming), &snap).unwrap();
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(3) {
         d.step().unwrap();
