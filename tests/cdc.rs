@@ -283,6 +283,8 @@ source {{
     slot.name = "ferry_chaos"
     snapshot.split.size = 2000
     exactly_once = true
+    # Two snapshot readers: windows of two chunks read at once.
+    parallelism = 2
   }}
 }}
 sink {{
