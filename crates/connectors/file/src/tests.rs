@@ -1186,6 +1186,64 @@ fn parquet_row_groups_end_at_their_size_so_a_writer_holds_one_bounded_group() {
     assert_eq!(total, rows);
 }
 
+#[test]
+fn parquet_columns_of_few_values_keep_their_dictionary_and_unique_ones_fall_back_early() {
+    use arrow::array::StringArray;
+    use parquet::basic::{Encoding, PageType};
+    use parquet::file::reader::FileReader;
+    let schema = Arc::new(Schema::new(vec![
+        arrow::datatypes::Field::new("kind", arrow::datatypes::DataType::Utf8, false),
+        arrow::datatypes::Field::new("unique", arrow::datatypes::DataType::Utf8, false),
+    ]));
+    let table = TableSchema::new("t", schema.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let s = sink(
+        json!({"path": dir.path(), "file_format_type": "parquet"}),
+        &table,
+    );
+    let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
+    for start in (0..4000).step_by(1000) {
+        let kinds = StringArray::from_iter_values((start..start + 1000).map(|i| ["a", "b", "c"][i % 3]));
+        let unique = StringArray::from_iter_values((start..start + 1000).map(|i| format!("{i:040}")));
+        let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(kinds), Arc::new(unique)]).unwrap();
+        w.write(&ChangeBatch::inserts("t".into(), b)).unwrap();
+    }
+    let info = w.prepare_commit(1).unwrap().unwrap();
+    s.create_committer()
+        .unwrap()
+        .unwrap()
+        .commit(1, vec![info])
+        .unwrap();
+    let file = walk(dir.path())
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a parquet file");
+    let reader = parquet::file::serialized_reader::SerializedFileReader::new(
+        std::fs::File::open(&file).unwrap(),
+    )
+    .unwrap();
+    // The data pages' encodings of each column, over the first row group.
+    let encodings = |col: usize| -> Vec<Encoding> {
+        let group = reader.get_row_group(0).unwrap();
+        let mut pages = group.get_column_page_reader(col).unwrap();
+        let mut out = Vec::new();
+        while let Some(p) = pages.get_next_page().unwrap() {
+            if p.page_type() != PageType::DICTIONARY_PAGE {
+                out.push(p.encoding());
+            }
+        }
+        out
+    };
+    let kinds = encodings(0);
+    assert!(
+        kinds.iter().all(|e| *e == Encoding::RLE_DICTIONARY),
+        "kind: {kinds:?}"
+    );
+    // 40 bytes a value: the dictionary outgrows its limit within the first 1000 rows.
+    let unique = encodings(1);
+    assert!(unique.contains(&Encoding::PLAIN), "unique: {unique:?}");
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
