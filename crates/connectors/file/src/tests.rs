@@ -1203,9 +1203,12 @@ fn parquet_columns_of_few_values_keep_their_dictionary_and_unique_ones_fall_back
     );
     let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
     for start in (0..4000).step_by(1000) {
-        let kinds = StringArray::from_iter_values((start..start + 1000).map(|i| ["a", "b", "c"][i % 3]));
-        let unique = StringArray::from_iter_values((start..start + 1000).map(|i| format!("{i:040}")));
-        let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(kinds), Arc::new(unique)]).unwrap();
+        let kinds =
+            StringArray::from_iter_values((start..start + 1000).map(|i| ["a", "b", "c"][i % 3]));
+        let unique =
+            StringArray::from_iter_values((start..start + 1000).map(|i| format!("{i:040}")));
+        let b =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(kinds), Arc::new(unique)]).unwrap();
         w.write(&ChangeBatch::inserts("t".into(), b)).unwrap();
     }
     let info = w.prepare_commit(1).unwrap().unwrap();

@@ -20,11 +20,11 @@
 //! chunk in flight: a chunk is returned as one batch, and the position after it records
 //! its last key.
 //!
-//! With several snapshot readers (the source's `parallelism`), a window holds one chunk
+//! With several snapshot readers (the source's `parallelism`), a window holds a few chunks
 //! per reader: the keys where they end are found first (every `snapshot.split.size`-th
-//! key, from the index), then the chunks are read at once, each on its own connection
-//! and in its own snapshot, all between the same two watermarks, and handed over in key
-//! order, each with the position after it.
+//! key, from the index), then the readers read them at once, each on its own connection,
+//! every chunk in its own snapshot, all between the same two watermarks; they are handed
+//! over in key order, each with the position after it.
 //!
 //! # Bounded micro-batches (Spark)
 //! Given a [`Bound`] (an LSN the driver wrote into the WAL when it planned the micro-batch),
@@ -576,8 +576,15 @@ impl Invisible {
     }
 }
 
-/// Snapshot chunks between their watermarks: one, or with several snapshot readers one per
-/// reader, of consecutive key ranges of one table.
+/// Chunks a snapshot reader reads one after the other in a window: fewer windows, each
+/// costing two watermark commits, the cuts and a round trip through the stream.
+const CHUNKS_PER_READER: usize = 4;
+
+/// A chunk's key range: after this key, up to that one, at most so many rows.
+type ChunkRange = (Vec<String>, Option<Vec<String>>, Option<usize>);
+
+/// Snapshot chunks between their watermarks: one, or with several snapshot readers up to
+/// [`CHUNKS_PER_READER`] per reader, of consecutive key ranges of one table.
 struct Window {
     id: String,
     table: usize,
@@ -1511,9 +1518,9 @@ impl Task<'_> {
         Ok(())
     }
 
-    /// With several snapshot readers, where the next window's chunks end: up to one key
-    /// per reader, every `snapshot.split.size`-th key after `after` (an index-only scan of
-    /// the keys, not the rows). None when fewer rows than one chunk remain, or with one
+    /// With several snapshot readers, where the next window's chunks end: up to
+    /// [`CHUNKS_PER_READER`] keys per reader, every `snapshot.split.size`-th key after
+    /// `after` (an index-only scan of the keys, not the rows). None when fewer rows than one chunk remain, or with one
     /// reader.
     async fn window_cuts(&self, t: usize, after: &[String]) -> Result<Vec<Vec<String>>> {
         let table = &self.s.tables[t];
@@ -1548,7 +1555,7 @@ impl Task<'_> {
              FROM (SELECT {keys} FROM {}{cond} ORDER BY {keys} LIMIT {}) ferry_keys) ferry_numbered \
              WHERE ferry_chunk_row % {split} = 0 ORDER BY ferry_chunk_row",
             table.quoted(),
-            split.saturating_mul(readers)
+            split.saturating_mul(readers * CHUNKS_PER_READER)
         );
         let rows =
             self.sql.query(q.as_str(), &[]).await.map_err(|e| {
@@ -1566,8 +1573,8 @@ impl Task<'_> {
 
     /// Reads a window's chunks: without cuts, one of `snapshot.split.size` rows after
     /// `after` on the task's connection; with cuts, the ranges up to each cut, and when
-    /// there are fewer cuts than readers the rest of the table (at most one chunk's rows)
-    /// after the last, in parallel, each on a snapshot reader's connection. Returns them
+    /// there are fewer cuts than the window holds the rest of the table (at most one
+    /// chunk's rows) after the last, the readers in parallel, each on its connection. Returns them
     /// in key order, the transactions each one's snapshot missed, and whether the table
     /// has no rows after them.
     async fn read_window(
@@ -1588,36 +1595,51 @@ impl Task<'_> {
             ranges.push((from, Some(cut.clone()), None));
             from = cut.clone();
         }
-        let tail = cuts.len() < self.s.snapshot_readers;
+        let tail = cuts.len() < self.s.snapshot_readers * CHUNKS_PER_READER;
         if tail {
             ranges.push((from, None, Some(split)));
         }
-        while self.readers.len() < ranges.len() {
+        let readers = self.s.snapshot_readers.min(ranges.len());
+        while self.readers.len() < readers {
             self.readers
                 .push(Arc::new(connect_pg(&self.s.conn, COMPONENT).await?));
         }
+        // Reader i reads chunks i, i + n, i + 2n … one after the other.
+        let count = ranges.len();
+        let mut queues: Vec<Vec<(usize, ChunkRange)>> = vec![Vec::new(); readers];
+        for (i, r) in ranges.into_iter().enumerate() {
+            queues[i % readers].push((i, r));
+        }
         let mut running = Vec::new();
-        for ((after, upto, limit), conn) in ranges.into_iter().zip(&self.readers) {
+        for (queue, conn) in queues.into_iter().zip(&self.readers) {
             let (s, conn) = (self.s.clone(), conn.clone());
             running.push(tokio::spawn(async move {
-                let c = read_chunk(&conn, &s.tables[t], &after, upto.as_deref(), limit).await?;
-                // A range's next chunk starts after its cut, whatever its last row.
-                let next = upto.unwrap_or(if c.last_key.is_empty() {
-                    after
-                } else {
-                    c.last_key
-                });
-                Ok::<_, FerryError>((c.rows, next, c.invisible, c.complete))
+                let mut out = Vec::new();
+                for (i, (after, upto, limit)) in queue {
+                    let c = read_chunk(&conn, &s.tables[t], &after, upto.as_deref(), limit).await?;
+                    // A range's next chunk starts after its cut, whatever its last row.
+                    let next = upto.unwrap_or(if c.last_key.is_empty() {
+                        after
+                    } else {
+                        c.last_key
+                    });
+                    out.push((i, c.rows, next, c.invisible, c.complete));
+                }
+                Ok::<_, FerryError>(out)
             }));
         }
-        let (mut chunks, mut invisible, mut last) = (Vec::new(), Vec::new(), false);
+        let mut read = Vec::with_capacity(count);
         for r in running {
-            let (rows, next, inv, complete) = r.await.map_err(|e| {
+            read.extend(r.await.map_err(|e| {
                 FerryError::internal(format!("a snapshot reader's task failed: {e}"))
-            })??;
+            })??);
+        }
+        read.sort_by_key(|c| c.0);
+        let last = tail && read.last().is_some_and(|c| c.4);
+        let (mut chunks, mut invisible) = (Vec::new(), Vec::new());
+        for (_, rows, next, inv, _) in read {
             chunks.push((rows, next));
             invisible.push(inv);
-            last = tail && complete;
         }
         Ok((chunks, invisible, last))
     }

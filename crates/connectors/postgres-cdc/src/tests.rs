@@ -202,25 +202,25 @@ const DDL: &str = "CREATE TABLE t (id int4 PRIMARY KEY, v int4 NOT NULL, note te
 
 #[test]
 fn snapshot_and_changes_converge_and_a_restore_inside_repeats_nothing() {
-    converge("converge", 1);
+    converge("converge", 1, 400);
 }
 
-/// Three readers: windows of three chunks read at once on three connections, the last
-/// window's final chunk the table's rest.
+/// Three readers: windows of twelve 150-row chunks read by three connections at once, the
+/// last window's final chunk the table's rest.
 #[test]
 fn parallel_snapshot_readers_converge_and_a_restore_inside_repeats_nothing() {
-    converge("converge3", 3);
+    converge("converge3", 3, 150);
 }
 
 /// A snapshot under a concurrent workload, a checkpoint inside it, a crash after it and a
 /// restore: the events applied in order equal the table, and none repeats.
-fn converge(name: &'static str, readers: usize) {
+fn converge(name: &'static str, readers: usize, split: usize) {
     setup(name, DDL);
     let s = source(
         name,
         json!({
             "base-url": format!("jdbc:postgresql://127.0.0.1:5432/test?ApplicationName=ferry_t_{name}"),
-            "snapshot.split.size": 400,
+            "snapshot.split.size": split,
             "snapshot.fetch.size": 100,
         }),
     )
@@ -246,7 +246,7 @@ fn converge(name: &'static str, readers: usize) {
         d.step().unwrap();
     }
     if readers > 1 {
-        // The first window of the 3000-row table cut three chunks.
+        // The first window of the 3000-row table cut twelve chunks, for three readers.
         // The task's own connection and one per snapshot reader (the replication
         // connection does not carry the name).
         let open = pg(&format!(
