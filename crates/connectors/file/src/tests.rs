@@ -1145,31 +1145,14 @@ fn parquet_row_groups_end_at_their_size_so_a_writer_holds_one_bounded_group() {
         arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
         arrow::datatypes::Field::new("s", arrow::datatypes::DataType::Utf8, false),
     ]));
-    let table = TableSchema::new("t", schema.clone());
-    let dir = tempfile::tempdir().unwrap();
-    let s = sink(
-        json!({"path": dir.path(), "file_format_type": "parquet"}),
-        &table,
-    );
-    let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
     let rows = 20_000i64;
-    for start in (0..rows).step_by(1000) {
+    let batches = (0..rows).step_by(1000).map(|start| {
         let ids = Int64Array::from_iter_values(start..start + 1000);
         // Distinct 40-byte strings: no dictionary or run-length shortcut keeps them small.
         let strs = StringArray::from_iter_values((start..start + 1000).map(|i| format!("{i:040}")));
-        let b = RecordBatch::try_new(schema.clone(), vec![Arc::new(ids), Arc::new(strs)]).unwrap();
-        w.write(&ChangeBatch::inserts("t".into(), b)).unwrap();
-    }
-    let info = w.prepare_commit(1).unwrap().unwrap();
-    s.create_committer()
-        .unwrap()
-        .unwrap()
-        .commit(1, vec![info])
-        .unwrap();
-    let file = walk(dir.path())
-        .into_iter()
-        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .expect("a parquet file");
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(ids), Arc::new(strs)]).unwrap()
+    });
+    let (_dir, file) = write_one_parquet_file(&schema, batches);
     let meta = parquet::file::reader::FileReader::metadata(
         &parquet::file::serialized_reader::SerializedFileReader::new(
             std::fs::File::open(&file).unwrap(),
@@ -1195,32 +1178,14 @@ fn parquet_columns_of_few_values_keep_their_dictionary_and_unique_ones_fall_back
         arrow::datatypes::Field::new("kind", arrow::datatypes::DataType::Utf8, false),
         arrow::datatypes::Field::new("unique", arrow::datatypes::DataType::Utf8, false),
     ]));
-    let table = TableSchema::new("t", schema.clone());
-    let dir = tempfile::tempdir().unwrap();
-    let s = sink(
-        json!({"path": dir.path(), "file_format_type": "parquet"}),
-        &table,
-    );
-    let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
-    for start in (0..4000).step_by(1000) {
+    let batches = (0..4000).step_by(1000).map(|start| {
         let kinds =
             StringArray::from_iter_values((start..start + 1000).map(|i| ["a", "b", "c"][i % 3]));
         let unique =
             StringArray::from_iter_values((start..start + 1000).map(|i| format!("{i:040}")));
-        let b =
-            RecordBatch::try_new(schema.clone(), vec![Arc::new(kinds), Arc::new(unique)]).unwrap();
-        w.write(&ChangeBatch::inserts("t".into(), b)).unwrap();
-    }
-    let info = w.prepare_commit(1).unwrap().unwrap();
-    s.create_committer()
-        .unwrap()
-        .unwrap()
-        .commit(1, vec![info])
-        .unwrap();
-    let file = walk(dir.path())
-        .into_iter()
-        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .expect("a parquet file");
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(kinds), Arc::new(unique)]).unwrap()
+    });
+    let (_dir, file) = write_one_parquet_file(&schema, batches);
     let reader = parquet::file::serialized_reader::SerializedFileReader::new(
         std::fs::File::open(&file).unwrap(),
     )
@@ -1245,6 +1210,35 @@ fn parquet_columns_of_few_values_keep_their_dictionary_and_unique_ones_fall_back
     // 40 bytes a value: the dictionary outgrows its limit within the first 1000 rows.
     let unique = encodings(1);
     assert!(unique.contains(&Encoding::PLAIN), "unique: {unique:?}");
+}
+
+/// Writes `batches` through one LocalFile parquet writer, commits them, and returns the
+/// directory (kept alive) and the file.
+fn write_one_parquet_file(
+    schema: &Arc<Schema>,
+    batches: impl Iterator<Item = RecordBatch>,
+) -> (tempfile::TempDir, PathBuf) {
+    let table = TableSchema::new("t", schema.clone());
+    let dir = tempfile::tempdir().unwrap();
+    let s = sink(
+        json!({"path": dir.path(), "file_format_type": "parquet"}),
+        &table,
+    );
+    let mut w = s.create_writer(&writer_ctx("a"), None).unwrap();
+    for b in batches {
+        w.write(&ChangeBatch::inserts("t".into(), b)).unwrap();
+    }
+    let info = w.prepare_commit(1).unwrap().unwrap();
+    s.create_committer()
+        .unwrap()
+        .unwrap()
+        .commit(1, vec![info])
+        .unwrap();
+    let file = walk(dir.path())
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .expect("a parquet file");
+    (dir, file)
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
