@@ -26,6 +26,13 @@
 //! every chunk in its own snapshot, all between the same two watermarks; they are handed
 //! over in key order, each with the position after it.
 //!
+//! The windows are read by a task of their own (the [`Snapshotter`]), on connections of
+//! its own, one window ahead of the stream: it registers a window with the stream before
+//! writing its low watermark, and sends its rows before writing its high one, so the
+//! stream knows every watermark it meets. The keys of transactions the stream returns
+//! between a window's registration and its low watermark (and of the last few before) are
+//! kept until its rows arrive: those a chunk's snapshot did not see count as touched.
+//!
 //! # Bounded micro-batches (Spark)
 //! Given a [`Bound`] (an LSN the driver wrote into the WAL when it planned the micro-batch),
 //! the task streams until it has passed the bound: every transaction whose commit record
@@ -580,21 +587,19 @@ impl Invisible {
 /// costing two watermark commits, the cuts and a round trip through the stream.
 const CHUNKS_PER_READER: usize = 4;
 
+/// How many windows exist at once: the one the stream is in, and the next being read.
+const WINDOWS_AHEAD: usize = 2;
+
 /// A chunk's key range: after this key, up to that one, at most so many rows.
 type ChunkRange = (Vec<String>, Option<Vec<String>>, Option<usize>);
 
-/// Snapshot chunks between their watermarks: one, or with several snapshot readers up to
-/// [`CHUNKS_PER_READER`] per reader, of consecutive key ranges of one table.
-struct Window {
-    id: String,
-    table: usize,
+/// The keys (row-encoded) of one returned transaction's changes to one table.
+type ReturnedKeys = Arc<Vec<Vec<u8>>>;
+
+/// A window's chunks, read between its watermarks.
+struct WindowRead {
     /// The chunks in key order, each with the key the next chunk starts after.
     chunks: Vec<(RecordBatch, Vec<String>)>,
-    /// The low watermark has come through the stream.
-    open: bool,
-    /// Keys (row-encoded) whose change the chunks may not reflect: changed in the stream
-    /// since the low watermark, or by a transaction a chunk's snapshot did not see.
-    touched: HashSet<Vec<u8>>,
     /// The transactions the chunks' snapshots do not see: one of them that commits before
     /// the low watermark anyway (its commit record written, not yet visible when the
     /// snapshot was taken) is not in the chunk, so its keys count as touched wherever it
@@ -605,10 +610,284 @@ struct Window {
     last: bool,
 }
 
-impl Window {
+impl WindowRead {
     fn misses(&self, xid: u32) -> bool {
         self.invisible.iter().any(|i| i.contains(xid))
     }
+}
+
+/// Snapshot chunks between their watermarks, as the stream sees them: one, or with several
+/// snapshot readers up to [`CHUNKS_PER_READER`] per reader, of consecutive key ranges of
+/// one table. The [`Snapshotter`] registers a window before it writes its low watermark,
+/// and sends its rows before it writes its high one.
+struct Window {
+    id: String,
+    table: usize,
+    /// The low watermark has come through the stream.
+    open: bool,
+    /// Keys whose change the chunks may not reflect: changed in the stream since the low
+    /// watermark, or by a transaction a chunk's snapshot did not see.
+    touched: HashSet<Vec<u8>>,
+    /// The transactions of the window's table returned before the low watermark, since
+    /// the window was registered and the last few before: those a chunk's snapshot did
+    /// not see count as touched.
+    before_low: Vec<(u32, ReturnedKeys)>,
+    /// The chunks, sent when read.
+    read: tokio::sync::oneshot::Receiver<WindowRead>,
+    /// Held until the window is handed over: the snapshotter reads at most
+    /// [`WINDOWS_AHEAD`] windows ahead of the stream.
+    _turn: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Reads the snapshot windows one after another, on connections of its own, while the
+/// stream goes on: the next window's chunks are read while the stream catches up with the
+/// current one's watermarks and hands its rows over.
+struct Snapshotter {
+    windows: tokio::sync::mpsc::UnboundedReceiver<Window>,
+    task: Option<tokio::task::JoinHandle<Result<()>>>,
+}
+
+impl Snapshotter {
+    fn start(s: Arc<Settings>, pos: Position, nonce: String) -> Snapshotter {
+        let (tx, windows) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(read_windows(s, pos, nonce, tx));
+        Snapshotter {
+            windows,
+            task: Some(task),
+        }
+    }
+
+    /// The task's error, once it has ended with one; with `wait`, waits for it to end.
+    async fn failure(&mut self, wait: bool) -> Option<FerryError> {
+        if !wait && !self.task.as_ref().is_some_and(|t| t.is_finished()) {
+            return None;
+        }
+        let task = self.task.take()?;
+        match task.await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(e) => Some(FerryError::internal(format!(
+                "the snapshot reader's task failed: {e}"
+            ))),
+        }
+    }
+}
+
+impl Drop for Snapshotter {
+    fn drop(&mut self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}
+
+/// The snapshotter's task: from `pos`, for every window, registers it, writes its low
+/// watermark, reads its chunks, sends them and writes its high watermark, until every
+/// table is read or the stream is gone.
+async fn read_windows(
+    s: Arc<Settings>,
+    mut pos: Position,
+    nonce: String,
+    out: tokio::sync::mpsc::UnboundedSender<Window>,
+) -> Result<()> {
+    let turns = Arc::new(tokio::sync::Semaphore::new(WINDOWS_AHEAD));
+    let mut conns: Vec<Arc<tokio_postgres::Client>> = Vec::new();
+    let mut n = 0u64;
+    while let Some((t, after)) = next_chunk(&s, &pos) {
+        let Ok(turn) = turns.clone().acquire_owned().await else {
+            return Ok(());
+        };
+        if conns.is_empty() {
+            conns.push(Arc::new(snapshot_connection(&s).await?));
+        }
+        let id = format!("{}:{nonce}:{n}", s.slot);
+        n += 1;
+        // Where the chunks are cut does not depend on when: every row of their ranges is
+        // read in the chunks' snapshots, taken between the watermarks.
+        let cuts = window_cuts(&s, &conns[0], t, &after).await?;
+        let (sent, read) = tokio::sync::oneshot::channel();
+        let window = Window {
+            id: id.clone(),
+            table: t,
+            open: false,
+            touched: HashSet::new(),
+            before_low: Vec::new(),
+            read,
+            _turn: turn,
+        };
+        if out.send(window).is_err() {
+            return Ok(());
+        }
+        emit_watermark(&conns[0], &id, "L").await?;
+        let read = read_window(&s, &mut conns, t, after, cuts).await?;
+        let name = s.tables[t].schema.name.to_string();
+        if read.last {
+            pos.chunk = None;
+            pos.snapshotted.push(name);
+        } else if let Some((_, next)) = read.chunks.last() {
+            pos.chunk = Some(ChunkProgress {
+                table: name,
+                after: next.clone(),
+            });
+        }
+        if sent.send(read).is_err() {
+            return Ok(());
+        }
+        emit_watermark(&conns[0], &id, "H").await?;
+    }
+    Ok(())
+}
+
+/// A connection for snapshot reads, in the session time zone of the stream's.
+async fn snapshot_connection(s: &Settings) -> Result<tokio_postgres::Client> {
+    let c = connect_pg(&s.conn, COMPONENT).await?;
+    c.batch_execute("SET TIME ZONE 'UTC'").await.map_err(pg)?;
+    Ok(c)
+}
+
+/// With several snapshot readers, where the next window's chunks end: up to
+/// [`CHUNKS_PER_READER`] keys per reader, every `snapshot.split.size`-th key after `after`
+/// (an index-only scan of the keys, not the rows). None when fewer rows than one chunk
+/// remain, or with one reader.
+async fn window_cuts(
+    s: &Settings,
+    sql: &tokio_postgres::Client,
+    t: usize,
+    after: &[String],
+) -> Result<Vec<Vec<String>>> {
+    let table = &s.tables[t];
+    let readers = s.snapshot_readers;
+    if readers <= 1 || !table.chunkable() {
+        return Ok(Vec::new());
+    }
+    let d = Dialect::Postgres;
+    let keys = table
+        .key
+        .iter()
+        .map(|k| d.quote(k))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let texts = table
+        .key
+        .iter()
+        .map(|k| format!("{}::text", d.quote(k)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let cond = if after.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " WHERE ({keys}) > ({})",
+            key_literals(table, after).join(", ")
+        )
+    };
+    let split = s.split_size;
+    let q = format!(
+        "SELECT {texts} FROM (SELECT {keys}, row_number() OVER (ORDER BY {keys}) AS ferry_chunk_row \
+         FROM (SELECT {keys} FROM {}{cond} ORDER BY {keys} LIMIT {}) ferry_keys) ferry_numbered \
+         WHERE ferry_chunk_row % {split} = 0 ORDER BY ferry_chunk_row",
+        table.quoted(),
+        split.saturating_mul(readers * CHUNKS_PER_READER)
+    );
+    let rows = sql
+        .query(q.as_str(), &[])
+        .await
+        .map_err(|e| FerryError::external(COMPONENT, format!("{}: {q}", pg_error_text(&e))))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            (0..table.key.len())
+                .map(|i| r.get::<_, String>(i))
+                .collect()
+        })
+        .collect())
+}
+
+/// Reads a window's chunks: without cuts, one of `snapshot.split.size` rows after `after`
+/// on the first connection; with cuts, the ranges up to each cut, and when there are fewer
+/// cuts than the window holds the rest of the table (at most one chunk's rows) after the
+/// last, the readers in parallel, each on its connection (opened into `conns` as needed).
+async fn read_window(
+    s: &Arc<Settings>,
+    conns: &mut Vec<Arc<tokio_postgres::Client>>,
+    t: usize,
+    after: Vec<String>,
+    cuts: Vec<Vec<String>>,
+) -> Result<WindowRead> {
+    let split = s.split_size;
+    if cuts.is_empty() {
+        let c = read_chunk(&conns[0], &s.tables[t], &after, None, Some(split)).await?;
+        return Ok(WindowRead {
+            chunks: vec![(c.rows, c.last_key)],
+            invisible: vec![c.invisible],
+            last: c.complete,
+        });
+    }
+    // (after, upto, limit) of each chunk.
+    let mut ranges = Vec::new();
+    let mut from = after;
+    for cut in &cuts {
+        ranges.push((from, Some(cut.clone()), None));
+        from = cut.clone();
+    }
+    let tail = cuts.len() < s.snapshot_readers * CHUNKS_PER_READER;
+    if tail {
+        ranges.push((from, None, Some(split)));
+    }
+    let readers = s.snapshot_readers.min(ranges.len());
+    while conns.len() < readers {
+        conns.push(Arc::new(snapshot_connection(s).await?));
+    }
+    // Reader i reads chunks i, i + n, i + 2n … one after the other.
+    let count = ranges.len();
+    let mut queues: Vec<Vec<(usize, ChunkRange)>> = vec![Vec::new(); readers];
+    for (i, r) in ranges.into_iter().enumerate() {
+        queues[i % readers].push((i, r));
+    }
+    let mut running = Vec::new();
+    for (queue, conn) in queues.into_iter().zip(conns.iter()) {
+        let (s, conn) = (s.clone(), conn.clone());
+        running.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for (i, (after, upto, limit)) in queue {
+                let c = read_chunk(&conn, &s.tables[t], &after, upto.as_deref(), limit).await?;
+                // A range's next chunk starts after its cut, whatever its last row.
+                let next = upto.unwrap_or(if c.last_key.is_empty() {
+                    after
+                } else {
+                    c.last_key
+                });
+                out.push((i, c.rows, next, c.invisible, c.complete));
+            }
+            Ok::<_, FerryError>(out)
+        }));
+    }
+    let mut read = Vec::with_capacity(count);
+    for r in running {
+        read.extend(r.await.map_err(|e| {
+            FerryError::internal(format!("a snapshot reader's task failed: {e}"))
+        })??);
+    }
+    read.sort_by_key(|c| c.0);
+    let last = tail && read.last().is_some_and(|c| c.4);
+    let (mut chunks, mut invisible) = (Vec::new(), Vec::new());
+    for (_, rows, next, inv, _) in read {
+        chunks.push((rows, next));
+        invisible.push(inv);
+    }
+    Ok(WindowRead {
+        chunks,
+        invisible,
+        last,
+    })
+}
+
+async fn emit_watermark(sql: &tokio_postgres::Client, id: &str, mark: &str) -> Result<()> {
+    let content = format!("{id}:{mark}");
+    emit_message(sql, WATERMARK_PREFIX, &content)
+        .await
+        .map_err(pg)?;
+    Ok(())
 }
 
 /// How many recently returned transactions keep their keys, for a window whose snapshot
@@ -620,10 +899,8 @@ struct Task<'a> {
     /// The current transaction's id (low 32 bits).
     xid: u32,
     /// Keys of the last transactions returned: (xid, table, keys).
-    recent: std::collections::VecDeque<(u32, usize, Vec<Vec<u8>>)>,
+    recent: std::collections::VecDeque<(u32, usize, ReturnedKeys)>,
     sql: tokio_postgres::Client,
-    /// The snapshot readers' connections, opened at the first window that needs them.
-    readers: Vec<Arc<tokio_postgres::Client>>,
     repl: ReplicationClient,
     tx_ack: Arc<AtomicU64>,
     acked: u64,
@@ -637,9 +914,11 @@ struct Task<'a> {
     /// Changes of the first transaction still to drop (a restore inside it).
     to_skip: u64,
     pending: Option<Pending>,
-    window: Option<Window>,
+    /// The snapshot's windows registered and not yet handed over, in WAL order.
+    windows: std::collections::VecDeque<Window>,
+    /// Reads the snapshot's windows while tables need it (not in bounded micro-batches).
+    snapshotter: Option<Snapshotter>,
     nonce: String,
-    windows: u64,
     last_moved: Instant,
     progress: Arc<Progress>,
     /// Commit time of the current transaction (from its Begin).
@@ -797,7 +1076,6 @@ async fn run_inner(
             txn_start: pos.lsn,
             s,
             sql,
-            readers: Vec::new(),
             repl,
             tx_ack: ack,
             pos,
@@ -805,9 +1083,9 @@ async fn run_inner(
             in_txn: false,
             txn_changes: 0,
             pending: None,
-            window: None,
+            windows: std::collections::VecDeque::new(),
+            snapshotter: None,
             nonce,
-            windows: 0,
             last_moved: Instant::now(),
             progress: progress.clone(),
             txn_commit_micros: 0,
@@ -833,7 +1111,7 @@ async fn run_inner(
                     .bound
                     .clone()
                     .ok_or_else(|| FerryError::internal("reached a bound that is not there"))?;
-                let recent: Vec<(u32, usize, Vec<Vec<u8>>)> = task.recent.drain(..).collect();
+                let recent: Vec<(u32, usize, ReturnedKeys)> = task.recent.drain(..).collect();
                 let mut pos = task.pos.clone();
                 read_bounded_chunks(&task.s, &task.sql, &mut pos, &b, &recent, tx).await?;
                 tx.send(Ok(Item::Reached(pos))).await;
@@ -875,7 +1153,7 @@ async fn read_bounded_chunks(
     sql: &tokio_postgres::Client,
     pos: &mut Position,
     bound: &Bound,
-    recent: &[(u32, usize, Vec<Vec<u8>>)],
+    recent: &[(u32, usize, ReturnedKeys)],
     tx: &FetchSender<Item>,
 ) -> Result<()> {
     let started = Instant::now();
@@ -1156,8 +1434,15 @@ impl Task<'_> {
                 self.acked = a;
             }
             // Bounded micro-batches read chunks after their bound, not in windows.
-            if self.window.is_none() && !self.in_txn && self.bound.is_none() {
-                self.open_window().await?;
+            if self.snapshotter.is_none() && self.bound.is_none() && self.next_chunk().is_some() {
+                self.snapshotter = Some(Snapshotter::start(
+                    self.s.clone(),
+                    self.pos.clone(),
+                    self.nonce.clone(),
+                ));
+            }
+            if let Some(e) = self.snapshot_failure().await {
+                return Err(e);
             }
             let ev = match tokio::time::timeout(Duration::from_millis(500), self.repl.recv()).await
             {
@@ -1420,18 +1705,19 @@ impl Task<'_> {
         let data = p.builders.finish()?;
         // Keys matter only while a snapshot is under way (a window, or tables still to
         // read): once it is done, a change's keys are not looked at again.
-        if self.window.is_some() || self.next_chunk().is_some() {
+        self.take_windows();
+        if !self.windows.is_empty() || self.next_chunk().is_some() {
             let table = &self.s.tables[p.table];
-            let keys = row_keys(table, &data)?;
-            let xid = self.xid;
-            if let Some(w) = self
-                .window
-                .as_mut()
-                .filter(|w| w.table == p.table && (w.open || w.misses(xid)))
-            {
-                w.touched.extend(keys.iter().cloned());
+            let keys: ReturnedKeys = Arc::new(row_keys(table, &data)?);
+            for w in self.windows.iter_mut().filter(|w| w.table == p.table) {
+                if w.open {
+                    w.touched.extend(keys.iter().cloned());
+                } else {
+                    // Before the low watermark: touched only if the snapshot misses it.
+                    w.before_low.push((self.xid, keys.clone()));
+                }
             }
-            self.recent.push_back((xid, p.table, keys));
+            self.recent.push_back((self.xid, p.table, keys));
             while self.recent.len() > RECENT_TXNS {
                 self.recent.pop_front();
             }
@@ -1484,176 +1770,24 @@ impl Task<'_> {
         next_chunk(&self.s, &self.pos)
     }
 
-    /// Writes a low watermark, reads the next chunks, writes a high watermark.
-    async fn open_window(&mut self) -> Result<()> {
-        let Some((t, after)) = self.next_chunk() else {
-            return Ok(());
-        };
-        let id = format!("{}:{}:{}", self.s.slot, self.nonce, self.windows);
-        self.windows += 1;
-        // Where the chunks are cut does not depend on when: every row of their ranges is
-        // read in the chunks' snapshots, taken between the watermarks.
-        let cuts = self.window_cuts(t, &after).await?;
-        self.emit_watermark(&id, "L").await?;
-        let (chunks, invisible, last) = self.read_window(t, after, cuts).await?;
-        self.emit_watermark(&id, "H").await?;
-        let window = Window {
-            id,
-            table: t,
-            chunks,
-            open: false,
-            touched: HashSet::new(),
-            invisible,
-            last,
-        };
-        // Transactions already returned that a snapshot did not see (committed in the WAL
-        // just before the low watermark, visible only after the snapshot was taken).
-        let mut touched = HashSet::new();
-        for (xid, t2, keys) in &self.recent {
-            if *t2 == t && window.misses(*xid) {
-                touched.extend(keys.iter().cloned());
+    /// The snapshotter's error, once it has failed.
+    async fn snapshot_failure(&mut self) -> Option<FerryError> {
+        self.snapshotter.as_mut()?.failure(false).await
+    }
+
+    /// Takes the windows the snapshotter has registered.
+    fn take_windows(&mut self) {
+        if let Some(sn) = self.snapshotter.as_mut() {
+            while let Ok(w) = sn.windows.try_recv() {
+                self.windows.push_back(w);
             }
         }
-        self.window = Some(Window { touched, ..window });
-        Ok(())
-    }
-
-    /// With several snapshot readers, where the next window's chunks end: up to
-    /// [`CHUNKS_PER_READER`] keys per reader, every `snapshot.split.size`-th key after
-    /// `after` (an index-only scan of the keys, not the rows). None when fewer rows than one chunk remain, or with one
-    /// reader.
-    async fn window_cuts(&self, t: usize, after: &[String]) -> Result<Vec<Vec<String>>> {
-        let table = &self.s.tables[t];
-        let readers = self.s.snapshot_readers;
-        if readers <= 1 || !table.chunkable() {
-            return Ok(Vec::new());
-        }
-        let d = Dialect::Postgres;
-        let keys = table
-            .key
-            .iter()
-            .map(|k| d.quote(k))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let texts = table
-            .key
-            .iter()
-            .map(|k| format!("{}::text", d.quote(k)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let cond = if after.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " WHERE ({keys}) > ({})",
-                key_literals(table, after).join(", ")
-            )
-        };
-        let split = self.s.split_size;
-        let q = format!(
-            "SELECT {texts} FROM (SELECT {keys}, row_number() OVER (ORDER BY {keys}) AS ferry_chunk_row \
-             FROM (SELECT {keys} FROM {}{cond} ORDER BY {keys} LIMIT {}) ferry_keys) ferry_numbered \
-             WHERE ferry_chunk_row % {split} = 0 ORDER BY ferry_chunk_row",
-            table.quoted(),
-            split.saturating_mul(readers * CHUNKS_PER_READER)
-        );
-        let rows =
-            self.sql.query(q.as_str(), &[]).await.map_err(|e| {
-                FerryError::external(COMPONENT, format!("{}: {q}", pg_error_text(&e)))
-            })?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                (0..table.key.len())
-                    .map(|i| r.get::<_, String>(i))
-                    .collect()
-            })
-            .collect())
-    }
-
-    /// Reads a window's chunks: without cuts, one of `snapshot.split.size` rows after
-    /// `after` on the task's connection; with cuts, the ranges up to each cut, and when
-    /// there are fewer cuts than the window holds the rest of the table (at most one
-    /// chunk's rows) after the last, the readers in parallel, each on its connection. Returns them
-    /// in key order, the transactions each one's snapshot missed, and whether the table
-    /// has no rows after them.
-    async fn read_window(
-        &mut self,
-        t: usize,
-        after: Vec<String>,
-        cuts: Vec<Vec<String>>,
-    ) -> Result<(Vec<(RecordBatch, Vec<String>)>, Vec<Invisible>, bool)> {
-        let split = self.s.split_size;
-        if cuts.is_empty() {
-            let c = read_chunk(&self.sql, &self.s.tables[t], &after, None, Some(split)).await?;
-            return Ok((vec![(c.rows, c.last_key)], vec![c.invisible], c.complete));
-        }
-        // (after, upto, limit) of each chunk.
-        let mut ranges = Vec::new();
-        let mut from = after;
-        for cut in &cuts {
-            ranges.push((from, Some(cut.clone()), None));
-            from = cut.clone();
-        }
-        let tail = cuts.len() < self.s.snapshot_readers * CHUNKS_PER_READER;
-        if tail {
-            ranges.push((from, None, Some(split)));
-        }
-        let readers = self.s.snapshot_readers.min(ranges.len());
-        while self.readers.len() < readers {
-            self.readers
-                .push(Arc::new(connect_pg(&self.s.conn, COMPONENT).await?));
-        }
-        // Reader i reads chunks i, i + n, i + 2n … one after the other.
-        let count = ranges.len();
-        let mut queues: Vec<Vec<(usize, ChunkRange)>> = vec![Vec::new(); readers];
-        for (i, r) in ranges.into_iter().enumerate() {
-            queues[i % readers].push((i, r));
-        }
-        let mut running = Vec::new();
-        for (queue, conn) in queues.into_iter().zip(&self.readers) {
-            let (s, conn) = (self.s.clone(), conn.clone());
-            running.push(tokio::spawn(async move {
-                let mut out = Vec::new();
-                for (i, (after, upto, limit)) in queue {
-                    let c = read_chunk(&conn, &s.tables[t], &after, upto.as_deref(), limit).await?;
-                    // A range's next chunk starts after its cut, whatever its last row.
-                    let next = upto.unwrap_or(if c.last_key.is_empty() {
-                        after
-                    } else {
-                        c.last_key
-                    });
-                    out.push((i, c.rows, next, c.invisible, c.complete));
-                }
-                Ok::<_, FerryError>(out)
-            }));
-        }
-        let mut read = Vec::with_capacity(count);
-        for r in running {
-            read.extend(r.await.map_err(|e| {
-                FerryError::internal(format!("a snapshot reader's task failed: {e}"))
-            })??);
-        }
-        read.sort_by_key(|c| c.0);
-        let last = tail && read.last().is_some_and(|c| c.4);
-        let (mut chunks, mut invisible) = (Vec::new(), Vec::new());
-        for (_, rows, next, inv, _) in read {
-            chunks.push((rows, next));
-            invisible.push(inv);
-        }
-        Ok((chunks, invisible, last))
-    }
-
-    async fn emit_watermark(&self, id: &str, mark: &str) -> Result<()> {
-        let content = format!("{id}:{mark}");
-        emit_message(&self.sql, WATERMARK_PREFIX, &content)
-            .await
-            .map_err(pg)?;
-        Ok(())
     }
 
     async fn on_watermark(&mut self, lsn: u64, content: &str) -> Result<bool> {
-        let Some(w) = self.window.as_mut() else {
+        // A window is registered before its low watermark is written.
+        self.take_windows();
+        let Some(w) = self.windows.front_mut() else {
             return Ok(true);
         };
         let Some((id, mark)) = content.rsplit_once(':') else {
@@ -1665,21 +1799,55 @@ impl Task<'_> {
         }
         if mark == "L" {
             w.open = true;
+            // Transactions returned before the window was registered (a few may commit
+            // just before the low watermark and still be invisible to the snapshot).
+            let t = w.table;
+            w.before_low.extend(
+                self.recent
+                    .iter()
+                    .filter(|r| r.1 == t)
+                    .map(|(xid, _, keys)| (*xid, keys.clone())),
+            );
             return Ok(true);
         }
         if mark != "H" || !w.open {
             return Ok(true);
         }
-        let Some(w) = self.window.take() else {
+        let Some(mut w) = self.windows.pop_front() else {
             return Ok(true);
         };
+        // The rows are sent before the high watermark is written.
+        let read = match (&mut w.read).await {
+            Ok(read) => read,
+            Err(_) => {
+                let failure = match self.snapshotter.as_mut() {
+                    Some(sn) => sn.failure(true).await,
+                    None => None,
+                };
+                return Err(failure.unwrap_or_else(|| {
+                    FerryError::internal("the snapshot reader ended before sending a window's rows")
+                }));
+            }
+        };
+        // Transactions returned before the low watermark that a snapshot did not see
+        // (committed in the WAL just before it, visible only after the snapshot was taken).
+        for (xid, keys) in std::mem::take(&mut w.before_low) {
+            if read.misses(xid) {
+                w.touched.extend(keys.iter().cloned());
+            }
+        }
         let s = self.s.clone();
         let table = &s.tables[w.table];
         let name = table.schema.name.to_string();
         self.pos.lsn = self.pos.lsn.max(lsn + 1);
         self.pos.skip = 0;
-        let count = w.chunks.len();
-        for (i, (chunk, next)) in w.chunks.into_iter().enumerate() {
+        let WindowRead {
+            chunks,
+            invisible,
+            last,
+        } = read;
+        let count = chunks.len();
+        for (i, (chunk, next)) in chunks.into_iter().enumerate() {
             let read = chunk.num_rows();
             let rows = if w.touched.is_empty() {
                 chunk
@@ -1694,7 +1862,7 @@ impl Task<'_> {
             };
             self.progress.chunks.fetch_add(1, Ordering::Relaxed);
             let end = i + 1 == count;
-            if end && w.last {
+            if end && last {
                 self.pos.chunk = None;
                 self.pos.snapshotted.push(name.clone());
                 tracing::info!("{COMPONENT}: snapshot of {name} complete");
@@ -1711,7 +1879,7 @@ impl Task<'_> {
                 lsn_text(lsn),
                 rows.num_rows(),
                 w.touched.len(),
-                w.invisible.get(i).map_or(0, |v| v.running.len()),
+                invisible.get(i).map_or(0, |v| v.running.len()),
             );
             let pos = self.pos.clone();
             let alive = if rows.num_rows() == 0 {

@@ -242,20 +242,35 @@ fn converge(name: &'static str, readers: usize, split: usize) {
             round
         })
     };
+    // The most connections of the job seen at once while the snapshot is read (the
+    // snapshot readers close theirs when every table is read).
+    let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let watcher = {
+        let watching = watching.clone();
+        std::thread::spawn(move || {
+            let mut most = 0usize;
+            while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                let open = pg(&format!(
+                    "SELECT count(*)::text FROM pg_stat_activity WHERE application_name = 'ferry_t_{name}'"
+                ));
+                most = most.max(open[0][0].as_deref().unwrap_or("0").parse().unwrap());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            most
+        })
+    };
     while d.rows_read() < 1500 {
         d.step().unwrap();
     }
+    watching.store(false, std::sync::atomic::Ordering::SeqCst);
+    let most = watcher.join().unwrap();
     if readers > 1 {
-        // The first window of the 3000-row table cut twelve chunks, for three readers.
-        // The task's own connection and one per snapshot reader (the replication
+        // The first window of the 3000-row table cut twelve chunks, for three readers:
+        // the task's own connection and one per snapshot reader (the replication
         // connection does not carry the name).
-        let open = pg(&format!(
-            "SELECT count(*)::text FROM pg_stat_activity WHERE application_name = 'ferry_t_{name}'"
-        ));
-        let open: usize = open[0][0].as_deref().unwrap_or("0").parse().unwrap();
         assert!(
-            open > readers,
-            "{open} connections for {readers} snapshot readers"
+            most > readers,
+            "at most {most} connections for {readers} snapshot readers"
         );
     }
     let snap = d.snapshot().unwrap();
