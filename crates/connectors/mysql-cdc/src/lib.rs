@@ -537,6 +537,7 @@ impl Source for MySqlCdcSource {
             tables,
             start: c.start.clone(),
             heartbeat: c.heartbeat,
+            snapshot_readers: 1,
         }));
         Ok(())
     }
@@ -633,11 +634,19 @@ impl Source for MySqlCdcSource {
         }))
     }
 
-    fn create_reader(&self, _ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
-        let settings = self
+    /// The reader that gets the binlog's split reads the snapshot with as many connections
+    /// as the source has readers (`parallelism`): the others have nothing to read.
+    fn create_reader(&self, ctx: &ReaderContext) -> Result<Box<dyn SourceReader>> {
+        let mut settings = self
             .settings
             .clone()
             .ok_or_else(|| FerryError::internal("MySQL-CDC reader created before resolve"))?;
+        if ctx.parallelism > 1 {
+            settings = Arc::new(Settings {
+                snapshot_readers: ctx.parallelism,
+                ..(*settings).clone()
+            });
+        }
         Ok(Box::new(Reader {
             settings,
             readiness: Readiness::new(),

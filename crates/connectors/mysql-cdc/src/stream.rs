@@ -145,7 +145,7 @@ impl CdcTable {
 }
 
 /// What the fetch task needs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// The server.
     pub conn: ConnInfo,
@@ -161,6 +161,8 @@ pub struct Settings {
     pub start: Startup,
     /// How often the server sends a heartbeat while the binlog is idle.
     pub heartbeat: Duration,
+    /// Connections that read snapshot chunks at once (the source's `parallelism`).
+    pub snapshot_readers: usize,
 }
 
 /// The snapshot of one table under way.
@@ -558,17 +560,25 @@ fn snapshot_origin(file: String, pos: u64) -> impl Fn(usize) -> Origin {
     }
 }
 
-/// A snapshot chunk waiting for the stream to reach its high mark.
+/// With several snapshot readers, how many chunks each reads in one window, one after
+/// the other: fewer windows, each paying the key cuts, the high mark and the wait for the
+/// stream to reach it.
+const CHUNKS_PER_READER: usize = 4;
+
+/// A chunk's key range: after this key, up to that one (the table's end when none).
+type ChunkRange = (Vec<String>, Option<Vec<String>>);
+
+/// Snapshot chunks of consecutive key ranges of one table, waiting for the stream to reach
+/// their high mark.
 struct Window {
     table: usize,
-    chunk: RecordBatch,
-    /// The server's binlog end after the chunk was read.
+    /// The chunks in key order, each with the key the next chunk starts after.
+    chunks: Vec<(RecordBatch, Vec<String>)>,
+    /// The server's binlog end after the chunks were read.
     high: BinlogPos,
-    /// Keys (row-encoded) changed in the stream since before the chunk was read.
+    /// Keys (row-encoded) changed in the stream since before the chunks were read.
     touched: HashSet<Vec<u8>>,
-    /// The chunk's last key, for the next one.
-    last_key: Vec<String>,
-    /// The table has no rows after this chunk.
+    /// The table has no rows after the last chunk.
     last: bool,
 }
 
@@ -609,6 +619,8 @@ struct Task<'a> {
     to_skip: u64,
     pending: Option<Pending>,
     window: Option<Window>,
+    /// The snapshot readers' connections, opened at the first window that needs them.
+    readers: Vec<mysql_async::Conn>,
     /// Keys of the last transactions returned while a snapshot is under way: (table, keys).
     recent: VecDeque<(usize, Vec<Vec<u8>>)>,
     /// The last DDL statement seen per captured table, for the message when its rows
@@ -690,6 +702,7 @@ async fn run_inner(
         txn: None,
         pending: None,
         window: None,
+        readers: Vec::new(),
         recent: VecDeque::new(),
         ddl: HashMap::new(),
         last_moved: Instant::now(),
@@ -723,6 +736,9 @@ async fn run_inner(
         }
     };
     let _ = task.sql.disconnect().await;
+    for r in task.readers {
+        let _ = r.disconnect().await;
+    }
     result
 }
 
@@ -812,7 +828,7 @@ async fn read_bounded_chunks(
             .filter(|c| c.table == name)
             .map(|c| c.after.clone());
         let (chunk, last_key, last) =
-            read_chunk(sql, table, &after, s.split_size, upto.as_deref()).await?;
+            read_chunk(sql, table, &after, Some(s.split_size), upto.as_deref()).await?;
         let mut touched = HashSet::new();
         for (t2, keys) in recent {
             if *t2 == t {
@@ -1527,7 +1543,7 @@ impl Task<'_> {
         next_chunk(&self.s, &self.pos)
     }
 
-    /// Reads the next chunk, then takes the server's binlog end as its high mark.
+    /// Reads the next chunks, then takes the server's binlog end as their high mark.
     async fn open_window(&mut self) -> Result<()> {
         let Some((t, after)) = self.next_chunk() else {
             return Ok(());
@@ -1536,15 +1552,23 @@ impl Task<'_> {
             // A start by GTID: wait until the server has said where it is.
             return Ok(());
         }
-        let table = &self.s.tables[t];
-        let (chunk, last_key, last) =
-            read_chunk(&mut self.sql, table, &after, self.s.split_size, None).await?;
+        // The stream stands still while the chunks are read: every change it returns from
+        // here on counts against them.
+        let cuts = window_cuts(&self.s, &mut self.sql, t, &after).await?;
+        let (chunks, last) = if cuts.is_empty() {
+            let table = &self.s.tables[t];
+            let (chunk, last_key, last) =
+                read_chunk(&mut self.sql, table, &after, Some(self.s.split_size), None).await?;
+            (vec![(chunk, last_key)], last)
+        } else {
+            read_window(&self.s, &mut self.readers, t, after, cuts).await?
+        };
         let log = server_log(&mut self.sql, COMPONENT).await?;
         let high = log.end.ok_or_else(|| {
             FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
         })?;
-        // Transactions already returned whose rows the select may not have seen yet (in
-        // the binlog, not yet committed in the storage engine when the select ran).
+        // Transactions already returned whose rows the selects may not have seen yet (in
+        // the binlog, not yet committed in the storage engine when a select ran).
         let mut touched = HashSet::new();
         for (t2, keys) in &self.recent {
             if *t2 == t {
@@ -1553,66 +1577,211 @@ impl Task<'_> {
         }
         self.window = Some(Window {
             table: t,
-            chunk,
+            chunks,
             high,
             touched,
-            last_key,
             last,
         });
         Ok(())
     }
 
-    /// Returns the chunk's rows whose keys the stream did not change since it was read.
+    /// Returns the chunks' rows whose keys the stream did not change since they were read,
+    /// in key order, each with the position after it.
     async fn close_window(&mut self) -> Result<bool> {
         let Some(w) = self.window.take() else {
             return Ok(true);
         };
-        let table = &self.s.tables[w.table];
+        let s = self.s.clone();
+        let table = &s.tables[w.table];
         let name = table.schema.name.to_string();
-        let keep = if w.touched.is_empty() || table.key.is_empty() {
-            None
-        } else {
-            let keys = row_keys(table, &w.chunk)?;
-            Some(arrow::array::BooleanArray::from(
-                keys.iter()
-                    .map(|k| !w.touched.contains(k))
-                    .collect::<Vec<_>>(),
-            ))
-        };
-        let (chunk_rows, touched) = (w.chunk.num_rows(), w.touched.len());
-        let rows = match keep {
-            Some(mask) => filter_record_batch(&w.chunk, &mask)?,
-            None => w.chunk,
-        };
         self.pos.skip = 0;
-        self.progress.chunks.fetch_add(1, Ordering::Relaxed);
-        if w.last {
-            self.pos.chunk = None;
-            self.pos.snapshotted.push(name.clone());
-            self.recent.clear();
-            tracing::info!("{COMPONENT}: snapshot of {name} complete");
-        } else {
-            self.pos.chunk = Some(ChunkProgress {
-                table: name,
-                after: w.last_key,
+        let count = w.chunks.len();
+        for (i, (chunk, next)) in w.chunks.into_iter().enumerate() {
+            let keep = if w.touched.is_empty() || table.key.is_empty() {
+                None
+            } else {
+                let keys = row_keys(table, &chunk)?;
+                Some(arrow::array::BooleanArray::from(
+                    keys.iter()
+                        .map(|k| !w.touched.contains(k))
+                        .collect::<Vec<_>>(),
+                ))
+            };
+            let chunk_rows = chunk.num_rows();
+            let rows = match keep {
+                Some(mask) => filter_record_batch(&chunk, &mask)?,
+                None => chunk,
+            };
+            self.progress.chunks.fetch_add(1, Ordering::Relaxed);
+            if i + 1 == count && w.last {
+                self.pos.chunk = None;
+                self.pos.snapshotted.push(name.clone());
+                self.recent.clear();
+                tracing::info!("{COMPONENT}: snapshot of {name} complete");
+            } else {
+                self.pos.chunk = Some(ChunkProgress {
+                    table: name.clone(),
+                    after: next,
+                });
+            }
+            tracing::debug!(
+                "{COMPONENT}: chunk of {} at {}: {} of {} rows ({} keys touched)",
+                table.schema.name,
+                w.high,
+                rows.num_rows(),
+                chunk_rows,
+                w.touched.len(),
+            );
+            let pos = self.pos.clone();
+            let sent = if rows.num_rows() == 0 {
+                self.send(Item::Moved(pos)).await
+            } else {
+                let batch = ChangeBatch::inserts(table.schema.name.clone(), rows);
+                let batch = as_events(table, batch, &snapshot_origin(pos.file.clone(), pos.pos))?;
+                self.send(Item::Rows(batch, pos)).await
+            };
+            if !sent {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// With several snapshot readers, where the next window's chunks end: up to
+/// [`CHUNKS_PER_READER`] keys per reader, every `snapshot.split.size`-th key after `after`
+/// (read from the key's index, not the rows). None when fewer rows than one chunk remain,
+/// or with one reader.
+async fn window_cuts(
+    s: &Settings,
+    sql: &mut mysql_async::Conn,
+    t: usize,
+    after: &[String],
+) -> Result<Vec<Vec<String>>> {
+    let table = &s.tables[t];
+    let readers = s.snapshot_readers;
+    if readers <= 1 || !table.chunkable() {
+        return Ok(Vec::new());
+    }
+    let d = Dialect::MySql;
+    let keys: Vec<String> = table.key.iter().map(|k| d.quote(k)).collect();
+    let cond = if after.is_empty() {
+        String::new()
+    } else {
+        let lits: Vec<String> = after.iter().map(|v| literal(d, v)).collect();
+        format!(" WHERE {}", after_key(&keys, &lits))
+    };
+    let split = s.split_size.max(1);
+    let list = keys.join(", ");
+    let q = format!(
+        "SELECT {list} FROM (SELECT {list}, row_number() OVER (ORDER BY {list}) AS ferry_chunk_row \
+         FROM (SELECT {list} FROM {}{cond} ORDER BY {list} LIMIT {}) ferry_keys) ferry_numbered \
+         WHERE ferry_chunk_row % {split} = 0 ORDER BY ferry_chunk_row",
+        table.quoted(),
+        split.saturating_mul(readers * CHUNKS_PER_READER)
+    );
+    let rows: Vec<mysql_async::Row> = sql.query(q.as_str()).await.map_err(|e| my(e, &q))?;
+    let mut cuts = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut key = Vec::with_capacity(keys.len());
+        for i in 0..keys.len() {
+            key.push(match row.as_ref(i) {
+                Some(mysql_async::Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
+                Some(mysql_async::Value::NULL) | None => {
+                    return Err(FerryError::external(
+                        COMPONENT,
+                        format!("a NULL in the key of {}: {q}", table.quoted()),
+                    ))
+                }
+                Some(other) => other.as_sql(true).trim_matches('\'').to_string(),
             });
         }
-        tracing::debug!(
-            "{COMPONENT}: chunk of {} at {}: {} of {} rows ({} keys touched)",
-            table.schema.name,
-            w.high,
-            rows.num_rows(),
-            chunk_rows,
-            touched,
-        );
-        let pos = self.pos.clone();
-        if rows.num_rows() == 0 {
-            return Ok(self.send(Item::Moved(pos)).await);
-        }
-        let batch = ChangeBatch::inserts(table.schema.name.clone(), rows);
-        let batch = as_events(table, batch, &snapshot_origin(pos.file.clone(), pos.pos))?;
-        Ok(self.send(Item::Rows(batch, pos)).await)
+        cuts.push(key);
     }
+    Ok(cuts)
+}
+
+/// Reads a window's chunks: the ranges up to each cut and, when there are fewer cuts than
+/// the window holds, the rest of the table (at most one chunk's rows) after the last, the
+/// readers at once, each on its connection (opened into `conns` as needed), each reading
+/// its chunks one after the other. Returns them in key order, each with the key the next
+/// one starts after, and whether the table has no rows after them.
+async fn read_window(
+    s: &Arc<Settings>,
+    conns: &mut Vec<mysql_async::Conn>,
+    t: usize,
+    after: Vec<String>,
+    cuts: Vec<Vec<String>>,
+) -> Result<(Vec<(RecordBatch, Vec<String>)>, bool)> {
+    let mut ranges: Vec<ChunkRange> = Vec::new();
+    let mut from = after;
+    for cut in &cuts {
+        ranges.push((from, Some(cut.clone())));
+        from = cut.clone();
+    }
+    let tail = cuts.len() < s.snapshot_readers * CHUNKS_PER_READER;
+    if tail {
+        ranges.push((from, None));
+    }
+    let readers = s.snapshot_readers.min(ranges.len());
+    while conns.len() < readers {
+        conns.push(connect_mysql(&s.conn, COMPONENT).await?);
+    }
+    // Reader i reads chunks i, i + n, i + 2n … one after the other.
+    let count = ranges.len();
+    let mut queues: Vec<Vec<(usize, ChunkRange)>> = vec![Vec::new(); readers];
+    for (i, range) in ranges.into_iter().enumerate() {
+        queues[i % readers].push((i, range));
+    }
+    let mut running = Vec::with_capacity(readers);
+    for queue in queues {
+        let (s, mut conn) = (s.clone(), conns.remove(0));
+        running.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for (i, (after, upto)) in queue {
+                let table = &s.tables[t];
+                // A cut range holds about one chunk's rows, more if rows came since the
+                // cuts: all of them are read. The tail holds at most one chunk.
+                let limit = if upto.is_some() {
+                    None
+                } else {
+                    Some(s.split_size)
+                };
+                let read = read_chunk(&mut conn, table, &after, limit, upto.as_deref()).await;
+                let (rows, last_key, last) = match read {
+                    Ok(r) => r,
+                    Err(e) => return (conn, Err(e)),
+                };
+                // A range's next chunk starts after its cut, whatever its last row.
+                let next = upto.unwrap_or(if last_key.is_empty() { after } else { last_key });
+                out.push((i, rows, next, last));
+            }
+            (conn, Ok(out))
+        }));
+    }
+    let mut read = Vec::with_capacity(count);
+    let mut failed = None;
+    for r in running {
+        let (conn, out) = r
+            .await
+            .map_err(|e| FerryError::internal(format!("a snapshot reader's task failed: {e}")))?;
+        conns.push(conn);
+        match out {
+            Ok(out) => read.extend(out),
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    read.sort_by_key(|c| c.0);
+    let last = tail && read.last().is_some_and(|c| c.3);
+    Ok((
+        read.into_iter()
+            .map(|(_, rows, next, _)| (rows, next))
+            .collect(),
+        last,
+    ))
 }
 
 /// Appends one binlog row image.
@@ -1659,13 +1828,14 @@ fn after_key(keys: &[String], lits: &[String]) -> String {
 }
 
 /// Reads the chunk after key `after` (the table's first chunk when empty), up to key
-/// `upto` when given: its rows, its last key as text, and whether it is the table's last
-/// chunk (with `upto`: the last one up to that key).
+/// `upto` when given, at most `limit` rows when given: its rows, its last key as text, and
+/// whether it is the table's last chunk (fewer rows than the limit; with `upto`: the last
+/// one up to that key; without a limit: always).
 async fn read_chunk(
     sql: &mut mysql_async::Conn,
     table: &CdcTable,
     after: &[String],
-    split_size: usize,
+    limit: Option<usize>,
     upto: Option<&[String]>,
 ) -> Result<(RecordBatch, Vec<String>, bool)> {
     let d = Dialect::MySql;
@@ -1685,12 +1855,15 @@ async fn read_chunk(
         if !conds.is_empty() {
             q.push_str(&format!(" WHERE {}", conds.join(" AND ")));
         }
-        q.push_str(&format!(" ORDER BY {} LIMIT {split_size}", keys.join(", ")));
+        q.push_str(&format!(" ORDER BY {}", keys.join(", ")));
+        if let Some(limit) = limit {
+            q.push_str(&format!(" LIMIT {limit}"));
+        }
     }
     let mut builders = Builders::new(
         &table.columns,
         table.schema.schema.clone(),
-        split_size.min(65_536),
+        limit.unwrap_or(8192).min(65_536),
         COMPONENT,
     )?;
     let ncols = table.columns.len();
@@ -1712,7 +1885,7 @@ async fn read_chunk(
     }
     let batch = builders.finish()?;
     let n = batch.num_rows();
-    let last = !chunked || n < split_size;
+    let last = !chunked || limit.is_none_or(|l| n < l);
     let mut last_key = Vec::new();
     if chunked && n > 0 {
         let opts = arrow::util::display::FormatOptions::default();
