@@ -347,6 +347,8 @@ source {{
     server-id = {CHAOS_SERVER_ID}
     snapshot.split.size = 2000
     exactly_once = true
+    # Two snapshot readers: windows of up to eight chunks, two read at once.
+    parallelism = 2
   }}
 }}
 sink {{
