@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""CDC benchmark (issue 15): Postgres-CDC's snapshot against the Jdbc source's bulk read of
-the same table, and its streaming rate and latency against pg_recvlogical on the same kind
-of slot. Writes bench/results/<name>.md and .json.
+"""CDC benchmark (issue 15): Postgres-CDC's and MySQL-CDC's snapshots against the Jdbc
+source's bulk read of the same table, and Postgres-CDC's streaming rate and latency against
+pg_recvlogical on the same kind of slot. Writes bench/results/<name>.md and .json.
 
-Needs the local PostgreSQL with wal_level = logical (scripts/setup-databases), psql and
+Needs the local PostgreSQL with wal_level = logical and MariaDB with its ROW binlog
+(scripts/setup-databases), the mariadb client, psql and
 pg_recvlogical (Debian's postgresql-client), and a Ferry binary: $FERRY_BIN, or the release
 build in $CARGO_TARGET_DIR (default ~/.cache/ferry/target-release), which
 `cargo build --release -p ferry-cli` makes.
@@ -14,7 +15,8 @@ What is measured, each a fresh process timed from its start:
   snapshot   Jdbc (`table_path`, parallelism 2) -> Blackhole, BATCH, to the process's exit;
              Postgres-CDC (`startup.mode = initial`, parallelism 2: two snapshot readers)
              -> Blackhole, to the log line saying the snapshot is complete (the job then
-             streams; it is stopped).
+             streams; it is stopped). The same for the same rows in MariaDB (copied once
+             by bench/harness.py's workload-8 loader): Jdbc against MySQL-CDC.
   streaming  `changes` inserts (transactions of 1000 rows) made while the job is stopped,
              then the job resumed: time until the Jdbc target (upserts by key) holds them
              all; pg_recvlogical reads the same changes from a pgoutput slot to /dev/null
@@ -40,6 +42,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import harness  # noqa: E402  (the MariaDB copy of workload 8's table)
 CONN = ["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-XAtq", "-v", "ON_ERROR_STOP=1"]
 
 
@@ -122,6 +126,56 @@ def stop_ferry(p: subprocess.Popen) -> str:
     return err or ""
 
 
+def timed_snapshot(job: Path, job_id: str, ckpt: Path, log_level: str, what: str) -> float:
+    """Runs a CDC job until it logs that its snapshot is complete; kills it; the seconds."""
+    t0 = time.monotonic()
+    p = start_ferry(job, job_id, ckpt, log_level)
+    done = None
+    lines = []
+    for line in p.stderr:
+        lines.append(line)
+        if "snapshot of" in line and "complete" in line:
+            done = time.monotonic() - t0
+            break
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    if done is None:
+        sys.exit(f"the {what} job ended before its snapshot was complete:\n" + "".join(lines[-20:]))
+    return done
+
+
+def mysql_round(d: Path, rnd: int) -> dict:
+    """MySQL-CDC's snapshot and the Jdbc source's bulk read of the same table in MariaDB."""
+    out = {}
+    job = write_job(d, "jdbc-my.conf", """
+env { job.name = "bench-jdbc-mariadb", job.mode = "BATCH", parallelism = 2 }
+source { Jdbc { url = "jdbc:mysql://127.0.0.1:3306/ferry_bench", driver = "com.mysql.cj.jdbc.Driver",
+  user = "root", password = "", table_path = "ferry_bench.cdc_snap" } }
+sink { Blackhole {} }
+""")
+    t0 = time.monotonic()
+    r = subprocess.run([ferry_bin(), "run", str(job)], capture_output=True, text=True)
+    out["my_jdbc_s"] = time.monotonic() - t0
+    if r.returncode != 0:
+        sys.exit(f"the Jdbc (MariaDB) job failed: {r.stderr}")
+    job = write_job(d, "snap-my.conf", """
+env { job.name = "bench-mysql-cdc", job.mode = "STREAMING", checkpoint.interval = 1000, parallelism = 2 }
+source {
+  MySQL-CDC {
+    base-url = "jdbc:mysql://127.0.0.1:3306/ferry_bench"
+    username = "root"
+    password = ""
+    table-names = ["ferry_bench.cdc_snap"]
+    server-id = 6391
+  }
+}
+sink { Blackhole {} }
+""")
+    out["my_cdc_s"] = timed_snapshot(job, "snap-my", d / f"ckpt-snap-my-{rnd}",
+                                     "warn,ferry_connector_mysql_cdc=info", "MySQL-CDC")
+    return out
+
+
 def snapshot_round(rows: int, d: Path, rnd: int) -> dict:
     out = {}
     job = write_job(d, "jdbc.conf", f"""
@@ -137,22 +191,10 @@ sink {{ Blackhole {{}} }}
         sys.exit(f"the Jdbc job failed: {r.stderr}")
     drop_slot("ferry_bench_snap")
     job = write_job(d, "snap.conf", cdc_job("ferry_bench.cdc_snap", "ferry_bench_snap", "  Blackhole {}", 2))
-    ckpt = d / f"ckpt-snap-{rnd}"
-    t0 = time.monotonic()
-    p = start_ferry(job, "snap", ckpt, "warn,ferry_connector_postgres_cdc=info")
-    done = None
-    lines = []
-    for line in p.stderr:
-        lines.append(line)
-        if "snapshot of" in line and "complete" in line:
-            done = time.monotonic() - t0
-            break
-    p.send_signal(signal.SIGKILL)
-    p.wait()
-    if done is None:
-        sys.exit("the Postgres-CDC job ended before its snapshot was complete:\n" + "".join(lines[-20:]))
-    out["cdc_s"] = done
+    out["cdc_s"] = timed_snapshot(job, "snap", d / f"ckpt-snap-{rnd}",
+                                  "warn,ferry_connector_postgres_cdc=info", "Postgres-CDC")
     drop_slot("ferry_bench_snap")
+    out.update(mysql_round(d, rnd))
     return out
 
 
@@ -268,6 +310,7 @@ def main():
     print(f"== snapshot table: {a.rows} rows, 16 columns (bench/sql/jdbc_source.sql)", flush=True)
     subprocess.run(["psql", *CONN, "-v", f"rows={a.rows}", "-v", "tbl=cdc_snap",
                     "-f", str(HERE / "sql/jdbc_source.sql")], check=True, capture_output=True)
+    harness.ensure_mariadb_table("ferry_bench.cdc_snap", a.rows)
     snaps, streams, lats = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -275,7 +318,9 @@ def main():
             s = snapshot_round(a.rows, d, rnd)
             snaps.append(s)
             print(f"   round {rnd + 1}: Jdbc {a.rows / s['jdbc_s']:,.0f} rows/s, "
-                  f"Postgres-CDC snapshot {a.rows / s['cdc_s']:,.0f} rows/s", flush=True)
+                  f"Postgres-CDC snapshot {a.rows / s['cdc_s']:,.0f} rows/s; MariaDB: Jdbc "
+                  f"{a.rows / s['my_jdbc_s']:,.0f} rows/s, MySQL-CDC snapshot "
+                  f"{a.rows / s['my_cdc_s']:,.0f} rows/s", flush=True)
         for rnd in range(a.rounds):
             s = streaming_round(a.changes, d, rnd)
             p = s.pop("process")
@@ -303,12 +348,13 @@ def main():
     md = f"""# CDC benchmark (issue 15)
 
 `{res['command']}` — {res['date']}, {res['cpus']} cores ({res['machine']}), Ferry `{binary}`,
-PostgreSQL 15 on the same machine. Medians of {a.rounds} rounds, each a fresh process timed
+PostgreSQL 15 and MariaDB 10.11 on the same machine. Medians of {a.rounds} rounds, each a fresh process timed
 from its start (see the script's docstring for what each figure is).
 
 | what | Ferry | reference |
 |---|---|---|
 | snapshot of {a.rows:,} rows × 16 columns → Blackhole | Postgres-CDC {rows_s('cdc_s'):,.0f} rows/s | Jdbc source bulk read {rows_s('jdbc_s'):,.0f} rows/s |
+| the same rows in MariaDB 10.11 → Blackhole | MySQL-CDC {rows_s('my_cdc_s'):,.0f} rows/s | Jdbc source bulk read {rows_s('my_jdbc_s'):,.0f} rows/s |
 | {a.changes:,} inserts streamed (resumed job) | Postgres-CDC → Jdbc upserts (PostgreSQL) {ch_s('ferry_s'):,.0f} changes/s | pg_recvlogical (pgoutput) → /dev/null {ch_s('recvlogical_s'):,.0f} changes/s |
 | latency at {med([l['offered_per_s'] for l in lats]):,.0f} inserts/s, commit → row in the target | p50 {med([l['p50_s'] for l in lats]) * 1000:.0f} ms, p99 {med([l['p99_s'] for l in lats]) * 1000:.0f} ms, max {max(l['max_s'] for l in lats) * 1000:.0f} ms | target: p99 under 1 s at 5k/s |
 
