@@ -692,6 +692,10 @@ async fn read_windows(
 ) -> Result<()> {
     let turns = Arc::new(tokio::sync::Semaphore::new(WINDOWS_AHEAD));
     let mut conns: Vec<Arc<tokio_postgres::Client>> = Vec::new();
+    // The next window's cuts, found on a connection of their own while this window's
+    // chunks are read: (table, after, the query).
+    let mut cutter: Option<Arc<tokio_postgres::Client>> = None;
+    let mut next_cuts: Option<(usize, Vec<String>, CutsQuery)> = None;
     let mut n = 0u64;
     while let Some((t, after)) = next_chunk(&s, &pos) {
         let Ok(turn) = turns.clone().acquire_owned().await else {
@@ -704,7 +708,24 @@ async fn read_windows(
         n += 1;
         // Where the chunks are cut does not depend on when: every row of their ranges is
         // read in the chunks' snapshots, taken between the watermarks.
-        let cuts = window_cuts(&s, &conns[0], t, &after).await?;
+        let cuts = match next_cuts.take() {
+            Some((t2, after2, query)) if t2 == t && after2 == after => query
+                .await
+                .map_err(|e| FerryError::internal(format!("the snapshot's key cuts failed: {e}")))??,
+            _ => window_cuts(&s, &conns[0], t, &after).await?,
+        };
+        // A full window: the next one starts after its last cut, in the same table.
+        if cuts.len() == s.snapshot_readers * CHUNKS_PER_READER {
+            if let Some(last) = cuts.last() {
+                let c = match &cutter {
+                    Some(c) => c.clone(),
+                    None => cutter.insert(Arc::new(snapshot_connection(&s).await?)).clone(),
+                };
+                let (s2, from) = (s.clone(), last.clone());
+                let query = tokio::spawn(async move { window_cuts(&s2, &c, t, &from).await });
+                next_cuts = Some((t, last.clone(), query));
+            }
+        }
         let (sent, read) = tokio::sync::oneshot::channel();
         let window = Window {
             id: id.clone(),
@@ -737,6 +758,9 @@ async fn read_windows(
     }
     Ok(())
 }
+
+/// The next window's key cuts, being found.
+type CutsQuery = tokio::task::JoinHandle<Result<Vec<Vec<String>>>>;
 
 /// A connection for snapshot reads, in the session time zone of the stream's.
 async fn snapshot_connection(s: &Settings) -> Result<tokio_postgres::Client> {
