@@ -709,9 +709,11 @@ async fn read_windows(
         // Where the chunks are cut does not depend on when: every row of their ranges is
         // read in the chunks' snapshots, taken between the watermarks.
         let cuts = match next_cuts.take() {
-            Some((t2, after2, query)) if t2 == t && after2 == after => query
-                .await
-                .map_err(|e| FerryError::internal(format!("the snapshot's key cuts failed: {e}")))??,
+            Some((t2, after2, query)) if t2 == t && after2 == after => {
+                query.await.map_err(|e| {
+                    FerryError::internal(format!("the snapshot's key cuts failed: {e}"))
+                })??
+            }
             _ => window_cuts(&s, &conns[0], t, &after).await?,
         };
         // A full window: the next one starts after its last cut, in the same table.
@@ -719,7 +721,9 @@ async fn read_windows(
             if let Some(last) = cuts.last() {
                 let c = match &cutter {
                     Some(c) => c.clone(),
-                    None => cutter.insert(Arc::new(snapshot_connection(&s).await?)).clone(),
+                    None => cutter
+                        .insert(Arc::new(snapshot_connection(&s).await?))
+                        .clone(),
                 };
                 let (s2, from) = (s.clone(), last.clone());
                 let query = tokio::spawn(async move { window_cuts(&s2, &c, t, &from).await });
