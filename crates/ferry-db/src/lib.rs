@@ -12,6 +12,7 @@
 pub mod catalog;
 pub mod conn;
 pub mod decode;
+pub mod keys;
 pub mod mysql_binlog;
 pub mod relation;
 pub mod types;

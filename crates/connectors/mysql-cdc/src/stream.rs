@@ -50,12 +50,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{Array, UInt8Array};
-use arrow::compute::filter_record_batch;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, SortField};
 use ferry_api::io::FetchSender;
 use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema};
+use ferry_db::keys::without_keys;
 use ferry_db::mysql_binlog::{
     binary_logs, binlog_type_fits, mariadb_gtid, server_log, BinlogKind, BinlogPos, GtidState,
     MARIADB_GTID_EVENT,
@@ -835,17 +834,7 @@ async fn read_bounded_chunks(
                 touched.extend(keys.iter().cloned());
             }
         }
-        let rows = if touched.is_empty() || table.key.is_empty() {
-            chunk
-        } else {
-            let keys = row_keys(table, &chunk)?;
-            let mask = arrow::array::BooleanArray::from(
-                keys.iter()
-                    .map(|k| !touched.contains(k))
-                    .collect::<Vec<_>>(),
-            );
-            filter_record_batch(&chunk, &mask)?
-        };
+        let rows = without_keys(chunk, &table.key_indexes(), &touched)?;
         pos.skip = 0;
         match (&upto, last) {
             // The replay's range ends at the first read's last key, wherever its rows end.
@@ -1597,21 +1586,8 @@ impl Task<'_> {
         self.pos.skip = 0;
         let count = w.chunks.len();
         for (i, (chunk, next)) in w.chunks.into_iter().enumerate() {
-            let keep = if w.touched.is_empty() || table.key.is_empty() {
-                None
-            } else {
-                let keys = row_keys(table, &chunk)?;
-                Some(arrow::array::BooleanArray::from(
-                    keys.iter()
-                        .map(|k| !w.touched.contains(k))
-                        .collect::<Vec<_>>(),
-                ))
-            };
             let chunk_rows = chunk.num_rows();
-            let rows = match keep {
-                Some(mask) => filter_record_batch(&chunk, &mask)?,
-                None => chunk,
-            };
+            let rows = without_keys(chunk, &table.key_indexes(), &w.touched)?;
             self.progress.chunks.fetch_add(1, Ordering::Relaxed);
             if i + 1 == count && w.last {
                 self.pos.chunk = None;
@@ -1799,18 +1775,7 @@ fn append_row(
 
 /// The key of every row of `batch`, row-encoded (equal keys, equal bytes).
 fn row_keys(table: &CdcTable, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
-    let idx = table.key_indexes();
-    if idx.is_empty() {
-        return Ok(Vec::new());
-    }
-    let fields: Vec<SortField> = idx
-        .iter()
-        .map(|i| SortField::new(batch.column(*i).data_type().clone()))
-        .collect();
-    let conv = RowConverter::new(fields)?;
-    let cols: Vec<_> = idx.iter().map(|i| batch.column(*i).clone()).collect();
-    let rows = conv.convert_columns(&cols)?;
-    Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
+    ferry_db::keys::row_keys(batch, &table.key_indexes())
 }
 
 /// `(a, b) > (x, y)` written out as `a > x OR (a = x AND b > y)`, which MySQL and MariaDB

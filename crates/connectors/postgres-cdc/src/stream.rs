@@ -54,13 +54,12 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Array, BooleanArray, UInt8Array};
-use arrow::compute::filter_record_batch;
+use arrow::array::{BooleanArray, UInt8Array};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
-use arrow::row::{RowConverter, SortField};
 use ferry_api::io::FetchSender;
 use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema, Unchanged};
+use ferry_db::keys::without_keys;
 use ferry_db::{
     connect_pg, literal, pg_error_text, Builders, ColumnDef, ConnInfo, CopyDecoder, Dialect,
 };
@@ -1225,17 +1224,7 @@ async fn read_bounded_chunks(
                 touched.extend(keys.iter().cloned());
             }
         }
-        let rows = if touched.is_empty() {
-            chunk
-        } else {
-            let keys = row_keys(table, &chunk)?;
-            let mask = arrow::array::BooleanArray::from(
-                keys.iter()
-                    .map(|k| !touched.contains(k))
-                    .collect::<Vec<_>>(),
-            );
-            filter_record_batch(&chunk, &mask)?
-        };
+        let rows = without_keys(chunk, &table.key_indexes(), &touched)?;
         pos.skip = 0;
         match (&upto, last) {
             // The replay's range ends at the first read's last key, wherever its rows end.
@@ -1877,17 +1866,7 @@ impl Task<'_> {
         let count = chunks.len();
         for (i, (chunk, next)) in chunks.into_iter().enumerate() {
             let read = chunk.num_rows();
-            let rows = if w.touched.is_empty() {
-                chunk
-            } else {
-                let keys = row_keys(table, &chunk)?;
-                let keep = BooleanArray::from(
-                    keys.iter()
-                        .map(|k| !w.touched.contains(k))
-                        .collect::<Vec<_>>(),
-                );
-                filter_record_batch(&chunk, &keep)?
-            };
+            let rows = without_keys(chunk, &table.key_indexes(), &w.touched)?;
             self.progress.chunks.fetch_add(1, Ordering::Relaxed);
             let end = i + 1 == count;
             if end && last {
@@ -2001,18 +1980,7 @@ fn append_key_only(
 
 /// The key of every row of `batch`, row-encoded (equal keys, equal bytes).
 fn row_keys(table: &CdcTable, batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
-    let idx = table.key_indexes();
-    if idx.is_empty() {
-        return Ok(Vec::new());
-    }
-    let fields: Vec<SortField> = idx
-        .iter()
-        .map(|i| SortField::new(batch.column(*i).data_type().clone()))
-        .collect();
-    let conv = RowConverter::new(fields)?;
-    let cols: Vec<_> = idx.iter().map(|i| batch.column(*i).clone()).collect();
-    let rows = conv.convert_columns(&cols)?;
-    Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
+    ferry_db::keys::row_keys(batch, &table.key_indexes())
 }
 
 /// A key's text values as SQL literals of the key columns' types.
