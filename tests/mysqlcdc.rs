@@ -470,18 +470,14 @@ fn check_states_the_guarantee_and_the_engines_and_never_shows_the_password() {
 /// MySQL-CDC on Spark (micro-batches bounded at the binlog's end) into a keyed Jdbc
 /// (PostgreSQL) target, under a continuous workload of multi-statement transactions
 /// (updates, inserts with large values, deletes), the driver's whole process group killed
-/// with SIGKILL twice: once inside the snapshot, once in the binlog phase. After the
-/// workload stops, the target equals the source row for row.
-///
-/// Two kills, not the five of issue 15: each kill costs a Spark start and a micro-batch of
-/// its own (the run is killed once it has logged one). Measured with five kills (the same
-/// loop, rounds 1–4 in the binlog): a kill adds 29 s at load 3 (this test alone), 36–46 s
-/// at load 7 and 66–73 s at load 8 (beside another agent's Spark test and a build); the
-/// test took 90 s with two kills at load 3, 256 s and 389 s with five at load 7 and 8.
-/// Postgres-CDC's Spark crash test (tests/spark.rs) kills five times.
+/// with SIGKILL five times (issue 15): once inside the snapshot, four times in the binlog
+/// phase. After the workload stops, the target equals the source row for row. Each kill
+/// costs a Spark start and a micro-batch of its own (the run is killed once it has logged
+/// one): measured at load 3, about 29 s a kill.
 #[test]
 fn mysql_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
     const ROWS: u64 = 2_000;
+    const KILLS: usize = 5;
     let venv = PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
         .join(".cache/ferry/spark-venv/bin/python");
     assert!(
@@ -573,11 +569,11 @@ sink {
     );
     let mut rng = Rng(0x5eed_cdc6);
     let t0 = std::time::Instant::now();
-    for round in 0..2 {
+    for round in 0..KILLS {
         let planned = batches();
         let mut child = common::start_group(&job, "spark", "mcdcspark", &ckpt);
         // The first kill lands in the snapshot, once a micro-batch of it has committed (the
-        // next is logged); the second in the binlog phase, after the snapshot.
+        // next is logged); the others in the binlog phase, after the snapshot.
         let ready = if round == 0 {
             common::eventually(Duration::from_secs(180), || batches() > planned + 1)
         } else {
@@ -637,7 +633,7 @@ sink {
     assert!(status.success(), "last run: {err}");
     assert!(
         same,
-        "after 2 kills and {rounds} transactions the target differs: {} rows in src, {} in dst\n{err}",
+        "after {KILLS} kills and {rounds} transactions the target differs: {} rows in src, {} in dst\n{err}",
         mariadb("SELECT count(*) FROM ferry_mcdc_spark.src").trim(),
         common::psql("test", "SELECT count(*) FROM ferry_mcdc_spark.dst").trim()
     );

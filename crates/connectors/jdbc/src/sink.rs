@@ -513,25 +513,48 @@ impl Conn {
         }
     }
 
-    /// Runs a flush's statements and COPY streams in order, classified as
-    /// [`Conn::exec_classified`] does.
-    async fn run_parts(&mut self, parts: &[Part]) -> std::result::Result<(), (FerryError, bool)> {
+    /// Runs a flush's statements and sends its rows into COPY streams, in order, classified
+    /// as [`Conn::exec_classified`] does. A statement, or rows for another COPY, first end
+    /// the open stream; so does `end` (a checkpoint or the writer's close), and a stream
+    /// past [`COPY_STREAM_BYTES`].
+    async fn run_parts(
+        &mut self,
+        parts: &[Part],
+        stream: &mut Option<CopyStream>,
+        streams: &mut u64,
+        keep: bool,
+        end: bool,
+    ) -> std::result::Result<(), (FerryError, bool)> {
         for part in parts {
             match (part, &mut *self) {
-                (Part::Sql(sql), c) => c.exec_classified(sql).await?,
-                (Part::Copy { sql, data }, Conn::Pg(c)) => {
-                    copy_in(c, sql, data.clone()).await.map_err(|e| {
-                        let err = FerryError::external(
-                            COMPONENT,
-                            format!("{}: {sql}", pg_error_text(&e)),
-                        );
-                        (err, pg_transient(&e))
-                    })?;
+                (Part::Sql(sql), c) => {
+                    end_copy(stream).await?;
+                    c.exec_classified(sql).await?
+                }
+                (Part::Copy { sql, binary, data }, Conn::Pg(c)) => {
+                    if stream.as_ref().is_some_and(|s| s.sql != *sql) {
+                        end_copy(stream).await?;
+                    }
+                    let open = match stream {
+                        Some(s) => s,
+                        None => {
+                            *streams += 1;
+                            stream.insert(CopyStream::open(c, *streams, sql, *binary, keep).await?)
+                        }
+                    };
+                    open.send(data.clone()).await?;
                 }
                 (Part::Copy { .. }, Conn::My(_)) => {
                     return Err((FerryError::internal("COPY on a MySQL connection"), false))
                 }
             }
+        }
+        if end
+            || stream
+                .as_ref()
+                .is_some_and(|s| s.bytes >= COPY_STREAM_BYTES)
+        {
+            end_copy(stream).await?;
         }
         Ok(())
     }
@@ -602,19 +625,6 @@ async fn column_types(c: &tokio_postgres::Client, t: &Target) -> Option<Vec<u32>
         })
         .collect();
     t.columns.iter().map(|c| by_name.get(c).copied()).collect()
-}
-
-/// Streams `data` (CSV lines or binary rows) into `COPY … FROM STDIN`.
-async fn copy_in(
-    c: &tokio_postgres::Client,
-    sql: &str,
-    data: bytes::Bytes,
-) -> std::result::Result<u64, tokio_postgres::Error> {
-    use futures_util::SinkExt;
-    let sink = c.copy_in::<_, bytes::Bytes>(sql).await?;
-    futures_util::pin_mut!(sink);
-    sink.send(data).await?;
-    sink.finish().await
 }
 
 /// A statement shown in an error: its start, so that a batch of rows does not flood the log.
@@ -915,6 +925,8 @@ impl Sink for JdbcSink {
             mysql_xid: None,
             async_commits,
             copy_types,
+            copy: None,
+            copy_streams: 0,
         }))
     }
 
@@ -997,11 +1009,109 @@ enum Op {
 }
 
 /// What one flush sends, in order: statements (several joined in one round trip), and
-/// COPY streams.
+/// rows for a COPY stream (see [`CopyStream`]).
 #[derive(Clone)]
 enum Part {
     Sql(String),
-    Copy { sql: String, data: bytes::Bytes },
+    Copy {
+        sql: String,
+        binary: bool,
+        data: bytes::Bytes,
+    },
+}
+
+/// A stream of rows left open past a flush: each flush sends its rows into one `COPY …
+/// FROM STDIN`, which ends (committing its rows, or adding them to the checkpoint's
+/// transaction) at the checkpoint, when the writer closes, before any statement on the
+/// same connection, and after [`COPY_STREAM_BYTES`]. One COPY per checkpoint instead of
+/// one per `batch_size` rows: the server parses rows while the writer encodes the next
+/// ones, and a statement's start, end and commit are paid once.
+struct CopyStream {
+    /// Which stream this is, so that a retry resends only the one its flush began with.
+    serial: u64,
+    sql: String,
+    binary: bool,
+    sink: std::pin::Pin<Box<tokio_postgres::CopyInSink<bytes::Bytes>>>,
+    /// Everything sent (the binary header first), kept to send again on a fresh connection
+    /// when a transient failure ends the stream; only with `max_retries`.
+    sent: Option<Vec<bytes::Bytes>>,
+    bytes: usize,
+}
+
+/// Bytes after which an open COPY ends even before the checkpoint, so that rows of a long
+/// batch job become visible and a retry's copy of the stream stays bounded.
+const COPY_STREAM_BYTES: usize = 64 << 20;
+
+impl CopyStream {
+    async fn open(
+        c: &tokio_postgres::Client,
+        serial: u64,
+        sql: &str,
+        binary: bool,
+        keep: bool,
+    ) -> std::result::Result<CopyStream, (FerryError, bool)> {
+        let sink = c
+            .copy_in::<_, bytes::Bytes>(sql)
+            .await
+            .map_err(|e| copy_error(&e, sql))?;
+        let mut s = CopyStream {
+            serial,
+            sql: sql.to_string(),
+            binary,
+            sink: Box::pin(sink),
+            sent: keep.then(Vec::new),
+            bytes: 0,
+        };
+        if binary {
+            s.send(bytes::Bytes::from_static(copy_binary::HEADER))
+                .await?;
+        }
+        Ok(s)
+    }
+
+    async fn send(&mut self, data: bytes::Bytes) -> std::result::Result<(), (FerryError, bool)> {
+        use futures_util::SinkExt;
+        self.bytes += data.len();
+        if let Some(sent) = &mut self.sent {
+            sent.push(data.clone());
+        }
+        let sql = &self.sql;
+        self.sink.send(data).await.map_err(|e| copy_error(&e, sql))
+    }
+
+    /// Ends the COPY; the server then reports any row it refused.
+    async fn finish(&mut self) -> std::result::Result<u64, (FerryError, bool)> {
+        use futures_util::SinkExt;
+        let sql = &self.sql;
+        if self.binary {
+            self.sink
+                .feed(bytes::Bytes::from_static(copy_binary::TRAILER))
+                .await
+                .map_err(|e| copy_error(&e, sql))?;
+        }
+        self.sink
+            .as_mut()
+            .finish()
+            .await
+            .map_err(|e| copy_error(&e, sql))
+    }
+}
+
+fn copy_error(e: &tokio_postgres::Error, sql: &str) -> (FerryError, bool) {
+    (
+        FerryError::external(COMPONENT, format!("{}: {sql}", pg_error_text(e))),
+        pg_transient(e),
+    )
+}
+
+/// Ends `stream`'s COPY, if one is open. One that fails stays, for a retry to send its
+/// rows again (see [`JdbcWriter::send_pending`]).
+async fn end_copy(stream: &mut Option<CopyStream>) -> std::result::Result<(), (FerryError, bool)> {
+    if let Some(s) = stream {
+        s.finish().await?;
+        *stream = None;
+    }
+    Ok(())
 }
 
 struct JdbcWriter {
@@ -1030,6 +1140,10 @@ struct JdbcWriter {
     /// Per target with `use_copy_statement`: its columns' type OIDs, for binary COPY
     /// ([`crate::copy_binary`]); `None` when they could not be read (CSV is written then).
     copy_types: Vec<Option<Vec<u32>>>,
+    /// The COPY left open by the last flush, if any.
+    copy: Option<CopyStream>,
+    /// COPY streams opened so far (their serial numbers).
+    copy_streams: u64,
 }
 
 /// A PostgreSQL writer's flushes between checkpoints commit with `synchronous_commit =
@@ -1173,8 +1287,19 @@ impl JdbcWriter {
         }
     }
 
+    /// Sends the pending rows and statements (see [`Conn::run_parts`]).
     fn flush(&mut self) -> Result<()> {
-        if self.pending.is_empty() {
+        self.send_pending(false)
+    }
+
+    /// Sends the pending rows and statements and ends the open COPY: at a checkpoint or
+    /// when the writer closes.
+    fn flush_all(&mut self) -> Result<()> {
+        self.send_pending(true)
+    }
+
+    fn send_pending(&mut self, end: bool) -> Result<()> {
+        if self.pending.is_empty() && (!end || self.copy.is_none()) {
             return Ok(());
         }
         let ops = std::mem::take(&mut self.pending);
@@ -1198,15 +1323,10 @@ impl JdbcWriter {
         let mut parts: Vec<Part> = Vec::new();
         for op in ops {
             let stmt = self.statement(&op);
-            if let Op::Copy {
-                mut data, binary, ..
-            } = op
-            {
-                if binary {
-                    data.extend_from_slice(copy_binary::TRAILER);
-                }
+            if let Op::Copy { data, binary, .. } = op {
                 parts.push(Part::Copy {
                     sql: stmt,
+                    binary,
                     data: data.into(),
                 });
             } else if let Some(Part::Sql(last)) = parts.last_mut() {
@@ -1226,10 +1346,30 @@ impl JdbcWriter {
         let (conn, info, retries) = (&mut self.conn, &self.conn_info, self.max_retries);
         let fence = self.fence.as_deref();
         let async_commits = &mut self.async_commits;
+        let (stream, streams) = (&mut self.copy, &mut self.copy_streams);
+        // The open stream as this flush found it: what a retry sends again first.
+        let began = stream
+            .as_ref()
+            .and_then(|s| Some((s.serial, s.sent.as_ref()?.len())));
+        let mut resend: Option<(String, bool, Vec<bytes::Bytes>)> = None;
         block_on(async {
             let mut attempt = 0;
             loop {
-                match conn.run_parts(&parts).await {
+                let run = async {
+                    if let (Some((sql, binary, sent)), Conn::Pg(c)) = (&resend, &*conn) {
+                        // The header is the first of `sent`.
+                        *streams += 1;
+                        let mut s = CopyStream::open(c, *streams, sql, false, true).await?;
+                        s.binary = *binary;
+                        for data in sent {
+                            s.send(data.clone()).await?;
+                        }
+                        *stream = Some(s);
+                    }
+                    conn.run_parts(&parts, stream, streams, retries > 0, end)
+                        .await
+                };
+                match run.await {
                     Ok(()) => {
                         if let Some(a) = async_commits.as_mut() {
                             a.unsynced += 1;
@@ -1241,6 +1381,16 @@ impl JdbcWriter {
                     // sending them again may repeat some: at-least-once, as stated.
                     Err((e, true)) if attempt < retries => {
                         attempt += 1;
+                        // The lost connection took the open COPY's rows with it: the
+                        // retry sends again what it held when this flush began.
+                        if let Some(lost) = stream.take() {
+                            if let (Some((serial, n)), Some(mut sent)) = (began, lost.sent) {
+                                if lost.serial == serial {
+                                    sent.truncate(n);
+                                    resend = Some((lost.sql, lost.binary, sent));
+                                }
+                            }
+                        }
                         let pause = Duration::from_millis(200u64 << attempt.min(6));
                         tracing::warn!(
                             "{COMPONENT}: writing to {} failed ({e}); retry {attempt} of {retries} in {pause:?}",
@@ -1394,7 +1544,7 @@ impl SinkWriter for JdbcWriter {
                     _ if csv.is_some() || bin.is_some() => {
                         let reuse = matches!(self.pending.last(), Some(Op::Copy { target, binary: b, .. }) if *target == ti && *b == binary);
                         if !reuse {
-                            let data = if binary { copy_binary::HEADER.to_vec() } else { Vec::new() };
+                            let data = Vec::new();
                             #[cfg(test)]
                             if binary {
                                 if let Ok(mut seen) = BINARY_COPIES.lock() {
@@ -1444,7 +1594,7 @@ impl SinkWriter for JdbcWriter {
     }
 
     fn prepare_commit(&mut self, checkpoint_id: u64) -> Result<Option<Value>> {
-        self.flush()?;
+        self.flush_all()?;
         if !self.exactly_once {
             self.sync()?;
             return Ok(None);
@@ -1503,6 +1653,8 @@ impl SinkWriter for JdbcWriter {
     fn abort(&mut self) -> Result<()> {
         self.pending.clear();
         self.pending_rows = 0;
+        // Dropped unfinished, the COPY fails on the server and its rows are gone.
+        self.copy = None;
         if self.in_tx {
             let sql = match self.dialect {
                 Dialect::Postgres => "ROLLBACK".to_string(),
@@ -1518,7 +1670,7 @@ impl SinkWriter for JdbcWriter {
     }
 
     fn close(&mut self) -> Result<()> {
-        self.flush()?;
+        self.flush_all()?;
         self.sync()
     }
 }

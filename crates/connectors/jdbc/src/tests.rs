@@ -805,6 +805,79 @@ fn pg_sink_retries_a_flush_after_its_connection_is_killed() {
     }
 }
 
+/// `use_copy_statement` keeps one COPY open across `batch_size` flushes until the
+/// checkpoint: its rows are invisible before and all there after. A connection killed in
+/// the middle of that COPY takes its rows with it: with `max_retries` the writer sends them
+/// again on a new connection (every row once: the target's key refuses a second copy),
+/// without it the checkpoint fails and nothing of the COPY is committed, as after `abort`.
+#[test]
+fn pg_copy_streams_across_flushes_and_resends_its_rows_after_a_lost_connection() {
+    pg(
+        "DROP SCHEMA IF EXISTS ferry_t_pg_copystream CASCADE; CREATE SCHEMA ferry_t_pg_copystream; \
+        CREATE TABLE ferry_t_pg_copystream.t (id int8 PRIMARY KEY, name text)",
+    );
+    let url = "jdbc:postgresql://127.0.0.1:5432/test?ApplicationName=ferry_t_pg_copystream";
+    let count = || pg("SELECT count(*)::text FROM ferry_t_pg_copystream.t")[0][0].clone();
+    let b = batches();
+    for (retries, ends) in [(2, "commit"), (0, "fail"), (0, "abort")] {
+        pg("TRUNCATE ferry_t_pg_copystream.t");
+        let s = sink(
+            json!({"url": url, "generate_sink_sql": true, "table": "ferry_t_pg_copystream.t",
+                "use_copy_statement": true, "batch_size": 100, "max_retries": retries}),
+            false,
+        )
+        .unwrap();
+        let mut w = s
+            .create_writer(
+                &ferry_api::WriterContext {
+                    subtask: 0,
+                    parallelism: 1,
+                    job: job(JobMode::Batch),
+                    attempt: "a".into(),
+                },
+                None,
+            )
+            .unwrap();
+        w.write(&b[0]).unwrap();
+        // Five flushes went into one COPY, still open.
+        assert_eq!(count().as_deref(), Some("0"), "{ends}");
+        let copying = pg(
+            "SELECT query FROM pg_stat_activity WHERE application_name = 'ferry_t_pg_copystream'",
+        );
+        assert!(
+            copying
+                .iter()
+                .any(|r| r[0].as_deref().is_some_and(|q| q.starts_with("COPY"))),
+            "{copying:?}"
+        );
+        if ends == "abort" {
+            w.abort().unwrap();
+            assert_eq!(count().as_deref(), Some("0"));
+            continue;
+        }
+        let killed = pg(
+            "SELECT count(pg_terminate_backend(pid))::text FROM pg_stat_activity \
+             WHERE application_name = 'ferry_t_pg_copystream'",
+        );
+        assert_eq!(killed, vec![vec![Some("1".to_string())]]);
+        let flushed = w.write(&b[1]).and_then(|_| w.prepare_commit(1));
+        match ends {
+            "commit" => {
+                flushed.unwrap();
+                assert_eq!(count().as_deref(), Some("1000"));
+                assert_eq!(
+                    pg("SELECT count(DISTINCT id)::text, min(id)::text, max(id)::text FROM ferry_t_pg_copystream.t"),
+                    vec![vec![Some("1000".into()), Some("0".into()), Some("999".into())]]
+                );
+            }
+            _ => {
+                assert!(flushed.is_err(), "max_retries 0 after a lost COPY");
+                assert_eq!(count().as_deref(), Some("0"));
+            }
+        }
+    }
+}
+
 /// A writer of the run before a crash, as a resumed run's setup finds it: its sessions end,
 /// while a fresh run's setup leaves them alone. `alive(name)` counts the live sessions
 /// named `name`.
