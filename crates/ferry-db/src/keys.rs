@@ -1,6 +1,7 @@
-//! Row keys for the CDC sources' snapshot reconciliation: a snapshot chunk drops the rows
-//! whose key the change stream touched while the chunk was read, since the stream has
-//! already returned their newer state.
+//! Row keys for the CDC sources' snapshots: the reconciliation, by which a snapshot chunk
+//! drops the rows whose key the change stream touched while the chunk was read (the stream
+//! has already returned their newer state), and chunks cut by arithmetic on an integer key
+//! spread evenly enough ([`EvenKeys`]).
 
 use std::collections::HashSet;
 
@@ -43,6 +44,61 @@ pub fn without_keys(
     Ok(filter_record_batch(&batch, &keep)?)
 }
 
+/// An integer key spread evenly enough to cut snapshot chunks by arithmetic, `step` keys
+/// each, instead of finding every `snapshot.split.size`-th key with a query: SeaTunnel's
+/// even-distribution rule (`chunk-key.even-distribution.factor.lower-bound` ≤ keys per row
+/// ≤ `upper-bound`; chunks of `factor × split size` keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvenKeys {
+    /// The lowest key when the plan was made.
+    pub lo: i128,
+    /// The highest key when the plan was made: cuts stay below it, and a chunk after the
+    /// last cut is read with a row limit (rows inserted past it since are read that way).
+    pub hi: i128,
+    /// Keys a chunk spans.
+    pub step: i128,
+}
+
+impl EvenKeys {
+    /// The plan for a table of `count` rows with keys `lo..=hi`, or `None`: fewer rows
+    /// than two chunks, or keys per row outside `[lower, upper]` (gaps so uneven that
+    /// chunks of equal key ranges would hold very different numbers of rows).
+    pub fn plan(
+        count: i128,
+        lo: i128,
+        hi: i128,
+        split: usize,
+        lower: f64,
+        upper: f64,
+    ) -> Option<EvenKeys> {
+        let split = split.max(1) as i128;
+        if count <= split || hi < lo {
+            return None;
+        }
+        let factor = (hi - lo + 1) as f64 / count as f64;
+        if !(factor >= lower && factor <= upper) {
+            return None;
+        }
+        let step = ((factor * split as f64) as i128).max(1);
+        Some(EvenKeys { lo, hi, step })
+    }
+
+    /// Up to `n` cuts (the last key of each chunk), `step` apart from `after` (the key the
+    /// next chunk starts after; `None`: before the lowest key), all below the highest key.
+    pub fn cuts(&self, after: Option<i128>, n: usize) -> Vec<i128> {
+        let mut at = after.unwrap_or(self.lo.saturating_sub(1));
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            at = at.saturating_add(self.step);
+            if at >= self.hi {
+                break;
+            }
+            out.push(at);
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +136,36 @@ mod tests {
                 .num_rows(),
             3
         );
+    }
+
+    #[test]
+    fn even_keys_cut_equal_key_ranges_below_the_highest_key() {
+        // 1000 rows with keys 1..=1000, chunks of 100: cuts 100, 200, ….
+        let p = EvenKeys::plan(1000, 1, 1000, 100, 0.05, 100.0).unwrap();
+        assert_eq!(p.step, 100);
+        assert_eq!(p.cuts(None, 3), vec![100, 200, 300]);
+        assert_eq!(p.cuts(Some(300), 4), vec![400, 500, 600, 700]);
+        // Never at or past the highest key: the rest is read with a row limit.
+        assert_eq!(p.cuts(Some(700), 8), vec![800, 900]);
+        assert_eq!(p.cuts(Some(950), 8), Vec::<i128>::new());
+        assert_eq!(p.cuts(Some(5000), 8), Vec::<i128>::new());
+        // Half the keys missing: twice the keys a chunk.
+        let p = EvenKeys::plan(500, 1, 1000, 100, 0.05, 100.0).unwrap();
+        assert_eq!(p.cuts(Some(-10), 2), vec![190, 390]);
+        // Keys per row past the upper bound, or under the lower; one chunk or less.
+        assert_eq!(EvenKeys::plan(1000, 1, 1_000_000, 100, 0.05, 100.0), None);
+        assert_eq!(EvenKeys::plan(1000, 1, 10, 100, 0.05, 100.0), None);
+        assert_eq!(EvenKeys::plan(100, 1, 100, 100, 0.05, 100.0), None);
+        // Keys near the integer limits do not overflow.
+        let p = EvenKeys::plan(
+            1000,
+            i64::MAX as i128 - 999,
+            i64::MAX as i128,
+            100,
+            0.05,
+            100.0,
+        )
+        .unwrap();
+        assert_eq!(p.cuts(None, 1), vec![i64::MAX as i128 - 900]);
     }
 }

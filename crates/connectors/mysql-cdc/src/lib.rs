@@ -104,10 +104,10 @@ ferry_api::declare_options! {
         _connect_max_retries: u64 = "connect.max-retries", default 3;
         /// Accepted for compatibility.
         _connection_pool_size: u64 = "connection.pool.size", default 20;
-        /// Accepted: chunks are cut by key with LIMIT, even or not.
-        _upper_bound: f64 = "chunk-key.even-distribution.factor.upper-bound", default 100.0, shows "100";
-        /// Accepted: see the upper bound.
-        _lower_bound: f64 = "chunk-key.even-distribution.factor.lower-bound", default 0.05;
+        /// With parallel snapshot readers, an integer key with at most this many keys per row is cut into chunks of equal key ranges by arithmetic; others by a query over the keys.
+        factor_upper: f64 = "chunk-key.even-distribution.factor.upper-bound", default 100.0, shows "100";
+        /// Keys per row at least for chunks of equal key ranges (see the upper bound).
+        factor_lower: f64 = "chunk-key.even-distribution.factor.lower-bound", default 0.05;
         /// Accepted for compatibility.
         _sample_sharding_threshold: u64 = "sample-sharding.threshold", default 1000;
         /// Accepted for compatibility.
@@ -138,6 +138,8 @@ struct Config {
     start: Startup,
     server_id: u32,
     split_size: usize,
+    /// `chunk-key.even-distribution.factor.lower-bound` and `upper-bound`.
+    even_factor: (f64, f64),
     fetch_size: usize,
     exactly_once: bool,
     heartbeat: Duration,
@@ -386,6 +388,7 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 start,
                 server_id,
                 split_size: c.split_size.max(1) as usize,
+                even_factor: (c.factor_lower, c.factor_upper),
                 fetch_size: c.fetch_size.max(1) as usize,
                 exactly_once: c.exactly_once,
                 heartbeat,
@@ -533,6 +536,7 @@ impl Source for MySqlCdcSource {
             conn: c.conn.clone(),
             server_id: c.server_id,
             split_size: c.split_size,
+            even_factor: c.even_factor,
             fetch_size: c.fetch_size,
             tables,
             start: c.start.clone(),

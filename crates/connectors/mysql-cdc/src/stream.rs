@@ -54,7 +54,7 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use ferry_api::io::FetchSender;
 use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema};
-use ferry_db::keys::without_keys;
+use ferry_db::keys::{without_keys, EvenKeys};
 use ferry_db::mysql_binlog::{
     binary_logs, binlog_type_fits, mariadb_gtid, server_log, BinlogKind, BinlogPos, GtidState,
     MARIADB_GTID_EVENT,
@@ -162,6 +162,8 @@ pub struct Settings {
     pub heartbeat: Duration,
     /// Connections that read snapshot chunks at once (the source's `parallelism`).
     pub snapshot_readers: usize,
+    /// Keys per row within which an integer key is cut by arithmetic (see [`EvenKeys`]).
+    pub even_factor: (f64, f64),
 }
 
 /// The snapshot of one table under way.
@@ -620,6 +622,8 @@ struct Task<'a> {
     window: Option<Window>,
     /// The snapshot readers' connections, opened at the first window that needs them.
     readers: Vec<mysql_async::Conn>,
+    /// Per table, whether its key is cut by arithmetic (found at its first window).
+    plans: HashMap<usize, Option<EvenKeys>>,
     /// Keys of the last transactions returned while a snapshot is under way: (table, keys).
     recent: VecDeque<(usize, Vec<Vec<u8>>)>,
     /// The last DDL statement seen per captured table, for the message when its rows
@@ -702,6 +706,7 @@ async fn run_inner(
         pending: None,
         window: None,
         readers: Vec::new(),
+        plans: HashMap::new(),
         recent: VecDeque::new(),
         ddl: HashMap::new(),
         last_moved: Instant::now(),
@@ -1543,7 +1548,27 @@ impl Task<'_> {
         }
         // The stream stands still while the chunks are read: every change it returns from
         // here on counts against them.
-        let cuts = window_cuts(&self.s, &mut self.sql, t, &after).await?;
+        if !self.plans.contains_key(&t) {
+            let plan = even_keys(&self.s, &mut self.sql, t).await?;
+            self.plans.insert(t, plan);
+        }
+        let even = self.plans.get(&t).copied().flatten().and_then(|p| {
+            let from = match after.first() {
+                None => None,
+                Some(a) => Some(a.parse::<i128>().ok()?),
+            };
+            let n = self.s.snapshot_readers * CHUNKS_PER_READER;
+            Some(
+                p.cuts(from, n)
+                    .iter()
+                    .map(|c| vec![c.to_string()])
+                    .collect(),
+            )
+        });
+        let cuts = match even {
+            Some(cuts) => cuts,
+            None => window_cuts(&self.s, &mut self.sql, t, &after).await?,
+        };
         let (chunks, last) = if cuts.is_empty() {
             let table = &self.s.tables[t];
             let (chunk, last_key, last) =
@@ -1622,6 +1647,48 @@ impl Task<'_> {
         }
         Ok(true)
     }
+}
+
+/// With several snapshot readers, whether table `t`'s key is cut by arithmetic: a single
+/// integer column whose keys per row (from the row count, lowest and highest key) fall
+/// within `chunk-key.even-distribution.factor.*`.
+async fn even_keys(
+    s: &Settings,
+    sql: &mut mysql_async::Conn,
+    t: usize,
+) -> Result<Option<EvenKeys>> {
+    let table = &s.tables[t];
+    let int = table.key_indexes().first().is_some_and(|i| {
+        matches!(
+            table.columns[*i].data_type,
+            DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::UInt8
+                | DataType::UInt16
+                | DataType::UInt32
+                | DataType::UInt64
+        )
+    });
+    if s.snapshot_readers <= 1 || table.key.len() != 1 || !int {
+        return Ok(None);
+    }
+    let k = Dialect::MySql.quote(&table.key[0]);
+    let q = format!(
+        "SELECT CAST(count(*) AS CHAR), CAST(min({k}) AS CHAR), CAST(max({k}) AS CHAR) FROM {}",
+        table.quoted()
+    );
+    let row: Option<(Option<String>, Option<String>, Option<String>)> =
+        sql.query_first(q.as_str()).await.map_err(|e| my(e, &q))?;
+    let Some((Some(count), Some(lo), Some(hi))) = row else {
+        return Ok(None);
+    };
+    let (Ok(count), Ok(lo), Ok(hi)) = (count.parse(), lo.parse(), hi.parse()) else {
+        return Ok(None);
+    };
+    let (lower, upper) = s.even_factor;
+    Ok(EvenKeys::plan(count, lo, hi, s.split_size, lower, upper))
 }
 
 /// With several snapshot readers, where the next window's chunks end: up to

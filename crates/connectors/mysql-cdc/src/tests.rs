@@ -170,31 +170,39 @@ const DDL: &str = "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note text
 
 #[test]
 fn snapshot_and_changes_converge_and_a_restore_inside_repeats_nothing() {
-    converge("converge", 6101, 1, 400);
+    converge("converge", 6101, 1, 400, json!({}));
 }
 
 /// Three readers: windows of twelve 150-row chunks read by three connections at once, the
-/// last window's final chunk the table's rest.
+/// last window's final chunk the table's rest. The keys 1 to 3000 are even: the chunks are
+/// cut by arithmetic.
 #[test]
 fn parallel_snapshot_readers_converge_and_a_restore_inside_repeats_nothing() {
-    converge("converge3", 6102, 3, 150);
+    converge("converge3", 6102, 3, 150, json!({}));
+}
+
+/// The same with keys taken as uneven (at most 0.5 keys per row): each window's chunks are
+/// cut by a query over the keys.
+#[test]
+fn parallel_snapshot_readers_cut_by_a_key_query_converge_too() {
+    let uneven = json!({"chunk-key.even-distribution.factor.upper-bound": 0.5});
+    converge("converge3q", 6108, 3, 150, uneven);
 }
 
 /// A snapshot under a concurrent workload, a checkpoint inside it, a crash after it and a
 /// restore: the events applied in order equal the table, and none repeats.
-fn converge(name: &'static str, server_id: u32, readers: usize, split: usize) {
+fn converge(name: &'static str, server_id: u32, readers: usize, split: usize, extra: Value) {
     setup(name, DDL);
-    let s = source(
-        name,
-        server_id,
-        json!({
-            // The test's own database, so that its connections can be told apart.
-            "base-url": format!("jdbc:mysql://127.0.0.1:3306/ferry_mcdc_{name}"),
-            "snapshot.split.size": split,
-            "snapshot.fetch.size": 100,
-        }),
-    )
-    .unwrap();
+    let mut options = json!({
+        // The test's own database, so that its connections can be told apart.
+        "base-url": format!("jdbc:mysql://127.0.0.1:3306/ferry_mcdc_{name}"),
+        "snapshot.split.size": split,
+        "snapshot.fetch.size": 100,
+    });
+    if let (Some(o), Some(e)) = (options.as_object_mut(), extra.as_object()) {
+        o.extend(e.clone());
+    }
+    let s = source(name, server_id, options).unwrap();
     assert!(s.is_replayable());
     let mut d = SourceDriver::start(s.as_ref(), readers, job(JobMode::Streaming)).unwrap();
     // A concurrent workload while the snapshot runs, so that chunks meet changes made

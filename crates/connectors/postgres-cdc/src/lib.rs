@@ -104,10 +104,10 @@ ferry_api::declare_options! {
         _connect_max_retries: u64 = "connect.max-retries", default 3;
         /// Accepted for compatibility.
         _connection_pool_size: u64 = "connection.pool.size", default 20;
-        /// Accepted: chunks are cut by key with LIMIT, even or not.
-        _upper_bound: f64 = "chunk-key.even-distribution.factor.upper-bound", default 100.0, shows "100";
-        /// Accepted: see the upper bound.
-        _lower_bound: f64 = "chunk-key.even-distribution.factor.lower-bound", default 0.05;
+        /// With parallel snapshot readers, an integer key with at most this many keys per row is cut into chunks of equal key ranges by arithmetic; others by a query over the keys.
+        factor_upper: f64 = "chunk-key.even-distribution.factor.upper-bound", default 100.0, shows "100";
+        /// Keys per row at least for chunks of equal key ranges (see the upper bound).
+        factor_lower: f64 = "chunk-key.even-distribution.factor.lower-bound", default 0.05;
         /// Accepted for compatibility.
         _sample_sharding_threshold: u64 = "sample-sharding.threshold", default 1000;
         /// Accepted for compatibility.
@@ -134,6 +134,8 @@ struct Config {
     publication: String,
     snapshot_on_start: bool,
     split_size: usize,
+    /// `chunk-key.even-distribution.factor.lower-bound` and `upper-bound`.
+    even_factor: (f64, f64),
     fetch_size: usize,
     exactly_once: bool,
     /// `format = COMPATIBLE_DEBEZIUM_JSON`: the JSON's settings.
@@ -226,6 +228,7 @@ impl SourceFactory for PostgresCdcSourceFactory {
             ));
         }
         let split_size = c.split_size.max(1) as usize;
+        let even_factor = (c.factor_lower, c.factor_upper);
         let fetch_size = c.fetch_size.max(1) as usize;
         let slot = c.slot;
         let debezium_props = c.debezium.unwrap_or_default();
@@ -264,6 +267,7 @@ impl SourceFactory for PostgresCdcSourceFactory {
                 publication,
                 snapshot_on_start,
                 split_size,
+                even_factor,
                 fetch_size,
                 exactly_once,
                 debezium,
@@ -467,6 +471,7 @@ impl Source for PostgresCdcSource {
             slot: c.slot.clone(),
             publication: c.publication.clone(),
             split_size: c.split_size,
+            even_factor: c.even_factor,
             fetch_size: c.fetch_size,
             tables,
             snapshot_on_start: c.snapshot_on_start,

@@ -59,7 +59,7 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use ferry_api::io::FetchSender;
 use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema, Unchanged};
-use ferry_db::keys::without_keys;
+use ferry_db::keys::{without_keys, EvenKeys};
 use ferry_db::{
     connect_pg, literal, pg_error_text, Builders, ColumnDef, ConnInfo, CopyDecoder, Dialect,
 };
@@ -158,6 +158,8 @@ pub struct Settings {
     pub publication: String,
     /// Rows per snapshot chunk.
     pub split_size: usize,
+    /// Keys per row within which an integer key is cut by arithmetic (see [`EvenKeys`]).
+    pub even_factor: (f64, f64),
     /// Rows per batch of changes.
     pub fetch_size: usize,
     /// The captured tables.
@@ -695,6 +697,8 @@ async fn read_windows(
     // chunks are read: (table, after, the query).
     let mut cutter: Option<Arc<tokio_postgres::Client>> = None;
     let mut next_cuts: Option<(usize, Vec<String>, CutsQuery)> = None;
+    // Per table, whether its key is cut by arithmetic (found at its first window).
+    let mut plans: HashMap<usize, Option<EvenKeys>> = HashMap::new();
     let mut n = 0u64;
     while let Some((t, after)) = next_chunk(&s, &pos) {
         let Ok(turn) = turns.clone().acquire_owned().await else {
@@ -707,8 +711,25 @@ async fn read_windows(
         n += 1;
         // Where the chunks are cut does not depend on when: every row of their ranges is
         // read in the chunks' snapshots, taken between the watermarks.
-        let cuts = match next_cuts.take() {
-            Some((t2, after2, query)) if t2 == t && after2 == after => {
+        if !plans.contains_key(&t) {
+            plans.insert(t, even_keys(&s, &conns[0], t).await?);
+        }
+        let even = plans.get(&t).copied().flatten().and_then(|p| {
+            let from = match after.first() {
+                None => None,
+                Some(a) => Some(a.parse::<i128>().ok()?),
+            };
+            let n = s.snapshot_readers * CHUNKS_PER_READER;
+            Some(
+                p.cuts(from, n)
+                    .iter()
+                    .map(|c| vec![c.to_string()])
+                    .collect(),
+            )
+        });
+        let cuts = match (even, next_cuts.take()) {
+            (Some(cuts), _) => cuts,
+            (None, Some((t2, after2, query))) if t2 == t && after2 == after => {
                 query.await.map_err(|e| {
                     FerryError::internal(format!("the snapshot's key cuts failed: {e}"))
                 })??
@@ -716,7 +737,8 @@ async fn read_windows(
             _ => window_cuts(&s, &conns[0], t, &after).await?,
         };
         // A full window: the next one starts after its last cut, in the same table.
-        if cuts.len() == s.snapshot_readers * CHUNKS_PER_READER {
+        let arithmetic = plans.get(&t).is_some_and(Option::is_some);
+        if cuts.len() == s.snapshot_readers * CHUNKS_PER_READER && !arithmetic {
             if let Some(last) = cuts.last() {
                 let c = match &cutter {
                     Some(c) => c.clone(),
@@ -770,6 +792,45 @@ async fn snapshot_connection(s: &Settings) -> Result<tokio_postgres::Client> {
     let c = connect_pg(&s.conn, COMPONENT).await?;
     c.batch_execute("SET TIME ZONE 'UTC'").await.map_err(pg)?;
     Ok(c)
+}
+
+/// With several snapshot readers, whether table `t`'s key is cut by arithmetic: a single
+/// integer column whose keys per row (from the row count, lowest and highest key) fall
+/// within `chunk-key.even-distribution.factor.*`.
+async fn even_keys(
+    s: &Settings,
+    sql: &tokio_postgres::Client,
+    t: usize,
+) -> Result<Option<EvenKeys>> {
+    let table = &s.tables[t];
+    let int = table.key_indexes().first().is_some_and(|i| {
+        matches!(
+            table.columns[*i].data_type,
+            DataType::Int16 | DataType::Int32 | DataType::Int64
+        )
+    });
+    if s.snapshot_readers <= 1 || table.key.len() != 1 || !int {
+        return Ok(None);
+    }
+    let k = Dialect::Postgres.quote(&table.key[0]);
+    let q = format!(
+        "SELECT count(*)::text, min({k})::text, max({k})::text FROM {}",
+        table.quoted()
+    );
+    let rows = sql
+        .query(q.as_str(), &[])
+        .await
+        .map_err(|e| FerryError::external(COMPONENT, format!("{}: {q}", pg_error_text(&e))))?;
+    let num = |i: usize| {
+        rows.first()
+            .and_then(|r| r.get::<_, Option<String>>(i))
+            .and_then(|v| v.parse::<i128>().ok())
+    };
+    let (Some(count), Some(lo), Some(hi)) = (num(0), num(1), num(2)) else {
+        return Ok(None);
+    };
+    let (lower, upper) = s.even_factor;
+    Ok(EvenKeys::plan(count, lo, hi, s.split_size, lower, upper))
 }
 
 /// With several snapshot readers, where the next window's chunks end: up to
