@@ -86,6 +86,23 @@ pub struct EnvelopeOptions {
     pub value_schema: bool,
     /// `decimal.handling.mode`: how decimal columns are written.
     pub decimals: DecimalMode,
+    /// `time.precision.mode`: how dates, times and timestamps are written.
+    pub times: TimeMode,
+}
+
+/// Debezium's `time.precision.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeMode {
+    /// `adaptive` (PostgreSQL's default): each column's own precision picks milliseconds
+    /// (`io.debezium.time.Time`, `io.debezium.time.Timestamp`) up to 3 fractional digits
+    /// and microseconds (`MicroTime`, `MicroTimestamp`) past them.
+    Adaptive,
+    /// `adaptive_time_microseconds` (MySQL's default): as `adaptive`, but times of day
+    /// always in microseconds (`io.debezium.time.MicroTime`).
+    AdaptiveTimeMicroseconds,
+    /// `connect`: Kafka Connect's own logical types (`org.apache.kafka.connect.data.Date`,
+    /// `Time`, `Timestamp`), in days and milliseconds: finer digits are cut off.
+    Connect,
 }
 
 /// Debezium's `decimal.handling.mode`.
@@ -192,11 +209,28 @@ impl EnvelopeOptions {
                 ))
             }
         };
+        let times = match debezium_property(debezium, "time.precision.mode") {
+            None | Some(Value::Null) => match connector {
+                Connector::Postgres => TimeMode::Adaptive,
+                Connector::MySql => TimeMode::AdaptiveTimeMicroseconds,
+            },
+            Some(Value::String(m)) if m.eq_ignore_ascii_case("adaptive") => TimeMode::Adaptive,
+            Some(Value::String(m)) if m.eq_ignore_ascii_case("adaptive_time_microseconds") => {
+                TimeMode::AdaptiveTimeMicroseconds
+            }
+            Some(Value::String(m)) if m.eq_ignore_ascii_case("connect") => TimeMode::Connect,
+            Some(other) => {
+                return Err(format!(
+                    "time.precision.mode = {other} is not one of adaptive, adaptive_time_microseconds, connect"
+                ))
+            }
+        };
         Ok(EnvelopeOptions {
             server_name,
             key_schema: flag("key.converter.schemas.enable")?,
             value_schema: flag("value.converter.schemas.enable")?,
             decimals,
+            times,
         })
     }
 
@@ -206,6 +240,7 @@ impl EnvelopeOptions {
         "key.converter.schemas.enable",
         "value.converter.schemas.enable",
         "decimal.handling.mode",
+        "time.precision.mode",
     ];
 }
 
@@ -233,6 +268,16 @@ pub enum DbzType {
     Date,
     /// `int64` `io.debezium.time.MicroTime`: microseconds of the day.
     MicroTime,
+    /// `int32` `io.debezium.time.Time`: milliseconds of the day (`adaptive`, up to 3
+    /// fractional digits).
+    MilliTime,
+    /// `int32` `org.apache.kafka.connect.data.Date`: days since 1970-01-01 (`connect`).
+    ConnectDate,
+    /// `int32` `org.apache.kafka.connect.data.Time`: milliseconds of the day (`connect`).
+    ConnectTime,
+    /// `int64` `org.apache.kafka.connect.data.Timestamp`: milliseconds since the epoch, no
+    /// zone (`connect`).
+    ConnectTimestamp,
     /// `int64` `io.debezium.time.Timestamp`: milliseconds since the epoch (no zone).
     TimestampMillis,
     /// `int64` `io.debezium.time.MicroTimestamp`: microseconds since the epoch (no zone).
@@ -277,6 +322,36 @@ fn allowed_values(source_type: &str) -> Option<String> {
 }
 
 impl DbzType {
+    /// The type under `time.precision.mode = mode` of a column the database names
+    /// `source_type` (whose fractional digits `adaptive` looks at).
+    fn with_times(self, connector: Connector, mode: TimeMode, source_type: &str) -> DbzType {
+        match (self, mode) {
+            (DbzType::Date, TimeMode::Connect) => DbzType::ConnectDate,
+            (DbzType::MicroTime, TimeMode::Connect) => DbzType::ConnectTime,
+            (DbzType::TimestampMillis | DbzType::MicroTimestamp, TimeMode::Connect) => {
+                DbzType::ConnectTimestamp
+            }
+            (DbzType::MicroTime, TimeMode::Adaptive) => {
+                // A time's fractional digits when the type names none: PostgreSQL's 6,
+                // MySQL's 0.
+                let default = match connector {
+                    Connector::Postgres => 6,
+                    Connector::MySql => 0,
+                };
+                if type_arg(&source_type.to_ascii_lowercase()).unwrap_or(default) <= 3 {
+                    DbzType::MilliTime
+                } else {
+                    DbzType::MicroTime
+                }
+            }
+            (DbzType::Array(item), _) => {
+                let item_st = source_type.strip_prefix('_').unwrap_or("");
+                DbzType::Array(Box::new(item.with_times(connector, mode, item_st)))
+            }
+            (t, _) => t,
+        }
+    }
+
     /// The type under `decimal.handling.mode = mode`: decimals as doubles or text.
     fn with_decimals(self, mode: DecimalMode) -> DbzType {
         match (self, mode) {
@@ -386,6 +461,14 @@ impl DbzType {
             DbzType::Bytes => ("bytes", None, None),
             DbzType::Date => ("int32", Some("io.debezium.time.Date"), None),
             DbzType::MicroTime => ("int64", Some("io.debezium.time.MicroTime"), None),
+            DbzType::MilliTime => ("int32", Some("io.debezium.time.Time"), None),
+            DbzType::ConnectDate => ("int32", Some("org.apache.kafka.connect.data.Date"), None),
+            DbzType::ConnectTime => ("int32", Some("org.apache.kafka.connect.data.Time"), None),
+            DbzType::ConnectTimestamp => (
+                "int64",
+                Some("org.apache.kafka.connect.data.Timestamp"),
+                None,
+            ),
             DbzType::TimestampMillis => ("int64", Some("io.debezium.time.Timestamp"), None),
             DbzType::MicroTimestamp => ("int64", Some("io.debezium.time.MicroTimestamp"), None),
             DbzType::ZonedTimestamp => ("string", Some("io.debezium.time.ZonedTimestamp"), None),
@@ -441,50 +524,36 @@ impl DbzType {
             (DbzType::Boolean, _) => array_value_to_json(a, i, RowStyle::Named),
             // MySQL TINYINT(1), which Ferry reads as a boolean.
             (DbzType::Int16, DataType::Boolean) => Value::from(u8::from(a.as_boolean().value(i))),
-            (DbzType::Date, DataType::Date32) => {
+            (DbzType::Date | DbzType::ConnectDate, DataType::Date32) => {
                 Value::from(a.as_primitive::<arrow::datatypes::Date32Type>().value(i))
             }
-            (DbzType::Date, DataType::Date64) => Value::from(
+            (DbzType::Date | DbzType::ConnectDate, DataType::Date64) => Value::from(
                 a.as_primitive::<arrow::datatypes::Date64Type>()
                     .value(i)
                     .div_euclid(86_400_000),
             ),
-            (DbzType::MicroTime, DataType::Time64(unit)) => {
-                let v = match unit {
-                    TimeUnit::Nanosecond => a
-                        .as_primitive::<arrow::datatypes::Time64NanosecondType>()
-                        .value(i)
-                        .div_euclid(1000),
-                    _ => a
-                        .as_primitive::<arrow::datatypes::Time64MicrosecondType>()
-                        .value(i),
-                };
-                Value::from(v)
-            }
-            (DbzType::MicroTime, DataType::Time32(unit)) => {
-                let v = match unit {
-                    TimeUnit::Second => {
-                        i64::from(
-                            a.as_primitive::<arrow::datatypes::Time32SecondType>()
-                                .value(i),
-                        ) * 1_000_000
-                    }
-                    _ => {
-                        i64::from(
-                            a.as_primitive::<arrow::datatypes::Time32MillisecondType>()
-                                .value(i),
-                        ) * 1000
-                    }
-                };
-                Value::from(v)
+            (
+                DbzType::MicroTime | DbzType::MilliTime | DbzType::ConnectTime,
+                DataType::Time32(_) | DataType::Time64(_),
+            ) => {
+                let micros = time_micros(a, i);
+                Value::from(match self {
+                    DbzType::MicroTime => micros,
+                    _ => micros.div_euclid(1000),
+                })
             }
             (
-                DbzType::TimestampMillis | DbzType::MicroTimestamp | DbzType::ZonedTimestamp,
+                DbzType::TimestampMillis
+                | DbzType::MicroTimestamp
+                | DbzType::ZonedTimestamp
+                | DbzType::ConnectTimestamp,
                 DataType::Timestamp(unit, _),
             ) => {
                 let micros = timestamp_micros(a, *unit, i);
                 match self {
-                    DbzType::TimestampMillis => Value::from(micros.div_euclid(1000)),
+                    DbzType::TimestampMillis | DbzType::ConnectTimestamp => {
+                        Value::from(micros.div_euclid(1000))
+                    }
                     DbzType::MicroTimestamp => Value::from(micros),
                     _ => Value::String(zoned_timestamp(micros)),
                 }
@@ -535,6 +604,22 @@ impl DbzType {
             // writes for them.
             _ => array_value_to_json(a, i, RowStyle::Named),
         }
+    }
+}
+
+/// Row `i` of a time-of-day array (`Time32` or `Time64`, any unit) in microseconds.
+fn time_micros(a: &dyn Array, i: usize) -> i64 {
+    use arrow::datatypes::*;
+    match a.data_type() {
+        DataType::Time32(TimeUnit::Second) => {
+            i64::from(a.as_primitive::<Time32SecondType>().value(i)) * 1_000_000
+        }
+        DataType::Time32(_) => i64::from(a.as_primitive::<Time32MillisecondType>().value(i)) * 1000,
+        DataType::Time64(TimeUnit::Nanosecond) => a
+            .as_primitive::<Time64NanosecondType>()
+            .value(i)
+            .div_euclid(1000),
+        _ => a.as_primitive::<Time64MicrosecondType>().value(i),
     }
 }
 
@@ -708,6 +793,7 @@ impl TableEnvelope {
                 } else {
                     ty.with_decimals(options.decimals)
                 };
+                let ty = ty.with_times(connector, options.times, c.source_type);
                 (c.field.name().clone(), ty, c.field.is_nullable())
             })
             .collect();
@@ -1448,6 +1534,107 @@ mod tests {
         assert_eq!(rows[1]["t"], "14:30:00");
         assert_eq!(rows[1]["price"], json!(-1.28));
         assert_eq!(rows[3]["id"], 6);
+    }
+
+    #[test]
+    fn time_precision_mode_picks_debeziums_time_types_and_units() {
+        use TimeMode::*;
+        let of = |c: Connector, st: &str, dt: DataType, m: TimeMode| {
+            DbzType::of(c, &dt, st).with_times(c, m, st)
+        };
+        let micros = DataType::Time64(TimeUnit::Microsecond);
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
+        // adaptive: milliseconds up to 3 fractional digits (PostgreSQL's time has 6,
+        // MySQL's 0); adaptive_time_microseconds: times always in microseconds.
+        let pg = Connector::Postgres;
+        let my = Connector::MySql;
+        assert_eq!(
+            of(pg, "time(3)", micros.clone(), Adaptive),
+            DbzType::MilliTime
+        );
+        assert_eq!(of(pg, "time", micros.clone(), Adaptive), DbzType::MicroTime);
+        assert_eq!(of(my, "time", micros.clone(), Adaptive), DbzType::MilliTime);
+        assert_eq!(
+            of(my, "time(6)", micros.clone(), Adaptive),
+            DbzType::MicroTime
+        );
+        assert_eq!(
+            of(my, "time", micros.clone(), AdaptiveTimeMicroseconds),
+            DbzType::MicroTime
+        );
+        // connect: Kafka Connect's types; zoned timestamps stay strings.
+        assert_eq!(
+            of(my, "date", DataType::Date32, Connect),
+            DbzType::ConnectDate
+        );
+        assert_eq!(of(my, "time(6)", micros, Connect), DbzType::ConnectTime);
+        assert_eq!(
+            of(my, "datetime(6)", ts.clone(), Connect),
+            DbzType::ConnectTimestamp
+        );
+        assert_eq!(
+            of(pg, "timestamp(3)", ts, Connect),
+            DbzType::ConnectTimestamp
+        );
+        assert_eq!(
+            of(
+                pg,
+                "timestamptz",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+                Connect
+            ),
+            DbzType::ZonedTimestamp
+        );
+        assert_eq!(
+            of(
+                pg,
+                "_date",
+                DataType::List(Arc::new(Field::new("item", DataType::Date32, true))),
+                Connect
+            ),
+            DbzType::Array(Box::new(DbzType::ConnectDate))
+        );
+        // Values: 01:02:03.456789 and an instant with microseconds, cut to milliseconds
+        // where the type holds them.
+        let t = arrow::array::Time64MicrosecondArray::from(vec![3_723_456_789]);
+        assert_eq!(DbzType::MicroTime.value(&t, 0), json!(3_723_456_789i64));
+        assert_eq!(DbzType::MilliTime.value(&t, 0), json!(3_723_456));
+        assert_eq!(DbzType::ConnectTime.value(&t, 0), json!(3_723_456));
+        let t = arrow::array::Time32SecondArray::from(vec![61]);
+        assert_eq!(DbzType::ConnectTime.value(&t, 0), json!(61_000));
+        let at = arrow::array::TimestampMicrosecondArray::from(vec![1_500_000_123_456]);
+        assert_eq!(
+            DbzType::ConnectTimestamp.value(&at, 0),
+            json!(1_500_000_123)
+        );
+        let d = arrow::array::Date32Array::from(vec![19_000]);
+        assert_eq!(DbzType::ConnectDate.value(&d, 0), json!(19_000));
+        let field = DbzType::ConnectTimestamp.schema(true, Some("ts"));
+        assert_eq!(
+            (&field["type"], &field["name"], &field["version"]),
+            (
+                &json!("int64"),
+                &json!("org.apache.kafka.connect.data.Timestamp"),
+                &json!(1)
+            )
+        );
+        assert_eq!(
+            DbzType::MilliTime.schema(false, None)["name"],
+            "io.debezium.time.Time"
+        );
+        // The option: each connector's default, the three values, and an error naming it.
+        let opts = |c: Connector, v: Option<&str>| {
+            let mut m = Map::new();
+            if let Some(v) = v {
+                m.insert("time.precision.mode".into(), json!(v));
+            }
+            EnvelopeOptions::from_debezium(c, &m).map(|o| o.times)
+        };
+        assert_eq!(opts(pg, None), Ok(Adaptive));
+        assert_eq!(opts(my, None), Ok(AdaptiveTimeMicroseconds));
+        assert_eq!(opts(pg, Some("CONNECT")), Ok(Connect));
+        let err = opts(my, Some("nanos")).unwrap_err();
+        assert!(err.contains("time.precision.mode"), "{err}");
     }
 
     #[test]
