@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use arrow::array::BooleanArray;
 use arrow::compute::filter_record_batch;
+use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use ferry_api::Result;
@@ -60,6 +61,26 @@ pub struct EvenKeys {
 }
 
 impl EvenKeys {
+    /// Whether a table read by `readers` snapshot readers, with key columns of types
+    /// `key`, may be cut by arithmetic: several readers and one integer key column.
+    pub fn applies(readers: usize, key: &[&DataType]) -> bool {
+        readers > 1 && key.len() == 1 && key[0].is_integer()
+    }
+
+    /// [`EvenKeys::plan`] from the text of `count(*)`, `min(key)` and `max(key)` as a
+    /// server returns them (`None` also when one is missing or not an integer), with
+    /// `factor` the lower and upper bound.
+    pub fn plan_text(
+        count: Option<&str>,
+        lo: Option<&str>,
+        hi: Option<&str>,
+        split: usize,
+        factor: (f64, f64),
+    ) -> Option<EvenKeys> {
+        let num = |v: Option<&str>| v?.trim().parse::<i128>().ok();
+        EvenKeys::plan(num(count)?, num(lo)?, num(hi)?, split, factor.0, factor.1)
+    }
+
     /// The plan for a table of `count` rows with keys `lo..=hi`, or `None`: fewer rows
     /// than two chunks, or keys per row outside `[lower, upper]` (gaps so uneven that
     /// chunks of equal key ranges would hold very different numbers of rows).
@@ -156,6 +177,28 @@ mod tests {
         assert_eq!(EvenKeys::plan(1000, 1, 1_000_000, 100, 0.05, 100.0), None);
         assert_eq!(EvenKeys::plan(1000, 1, 10, 100, 0.05, 100.0), None);
         assert_eq!(EvenKeys::plan(100, 1, 100, 100, 0.05, 100.0), None);
+        // From a server's text; a missing or non-integer value is no plan.
+        let f = (0.05, 100.0);
+        assert_eq!(
+            EvenKeys::plan_text(Some("1000"), Some("1"), Some(" 1000"), 100, f),
+            Some(EvenKeys {
+                lo: 1,
+                hi: 1000,
+                step: 100
+            })
+        );
+        assert_eq!(
+            EvenKeys::plan_text(Some("1000"), None, Some("1000"), 100, f),
+            None
+        );
+        assert_eq!(
+            EvenKeys::plan_text(Some("1000"), Some("a"), Some("1000"), 100, f),
+            None
+        );
+        assert!(EvenKeys::applies(2, &[&DataType::UInt32]));
+        assert!(!EvenKeys::applies(1, &[&DataType::Int64]));
+        assert!(!EvenKeys::applies(2, &[&DataType::Utf8]));
+        assert!(!EvenKeys::applies(2, &[&DataType::Int64, &DataType::Int64]));
         // Keys near the integer limits do not overflow.
         let p = EvenKeys::plan(
             1000,

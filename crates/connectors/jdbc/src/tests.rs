@@ -770,17 +770,7 @@ fn pg_sink_retries_a_flush_after_its_connection_is_killed() {
             true,
         )
         .unwrap();
-        let mut w = s
-            .create_writer(
-                &ferry_api::WriterContext {
-                    subtask: 0,
-                    parallelism: 1,
-                    job: job(JobMode::Batch),
-                    attempt: "a".into(),
-                },
-                None,
-            )
-            .unwrap();
+        let mut w = writer(&s).unwrap();
         w.write(&b[0]).unwrap();
         w.prepare_commit(1).unwrap();
         let killed = pg(
@@ -827,17 +817,7 @@ fn pg_copy_streams_across_flushes_and_resends_its_rows_after_a_lost_connection()
             false,
         )
         .unwrap();
-        let mut w = s
-            .create_writer(
-                &ferry_api::WriterContext {
-                    subtask: 0,
-                    parallelism: 1,
-                    job: job(JobMode::Batch),
-                    attempt: "a".into(),
-                },
-                None,
-            )
-            .unwrap();
+        let mut w = writer(&s).unwrap();
         w.write(&b[0]).unwrap();
         // Five flushes went into one COPY, still open.
         assert_eq!(count().as_deref(), Some("0"), "{ends}");
@@ -952,14 +932,9 @@ fn the_option_lists_name_no_option_twice_and_every_default_fits_its_kind() {
     ferry_api::declare::check_specs(crate::JdbcSinkFactory.options(), &[]).unwrap();
 }
 
-/// Writes `batch` through a writer of `s` and commits it.
-fn write_one(s: &Arc<dyn Sink>, batch: &ChangeBatch) -> Result<()> {
-    write_all(s, std::slice::from_ref(batch))
-}
-
-/// Writes `batches` through one writer of `s` and commits them as checkpoint 1.
-fn write_all(s: &Arc<dyn Sink>, batches: &[ChangeBatch]) -> Result<()> {
-    let mut w = s.create_writer(
+/// A fresh writer (subtask 0 of 1, nothing restored) of `s`.
+fn writer(s: &Arc<dyn Sink>) -> Result<Box<dyn ferry_api::SinkWriter>> {
+    s.create_writer(
         &ferry_api::WriterContext {
             subtask: 0,
             parallelism: 1,
@@ -967,7 +942,17 @@ fn write_all(s: &Arc<dyn Sink>, batches: &[ChangeBatch]) -> Result<()> {
             attempt: "a".into(),
         },
         None,
-    )?;
+    )
+}
+
+/// Writes `batch` through a writer of `s` and commits it.
+fn write_one(s: &Arc<dyn Sink>, batch: &ChangeBatch) -> Result<()> {
+    write_all(s, std::slice::from_ref(batch))
+}
+
+/// Writes `batches` through one writer of `s` and commits them as checkpoint 1.
+fn write_all(s: &Arc<dyn Sink>, batches: &[ChangeBatch]) -> Result<()> {
+    let mut w = writer(s)?;
     assert!(w.keeps_unchanged());
     for b in batches {
         w.write(b)?;

@@ -1658,20 +1658,13 @@ async fn even_keys(
     t: usize,
 ) -> Result<Option<EvenKeys>> {
     let table = &s.tables[t];
-    let int = table.key_indexes().first().is_some_and(|i| {
-        matches!(
-            table.columns[*i].data_type,
-            DataType::Int8
-                | DataType::Int16
-                | DataType::Int32
-                | DataType::Int64
-                | DataType::UInt8
-                | DataType::UInt16
-                | DataType::UInt32
-                | DataType::UInt64
-        )
-    });
-    if s.snapshot_readers <= 1 || table.key.len() != 1 || !int {
+    let types: Vec<&DataType> = table
+        .key_indexes()
+        .iter()
+        .map(|i| &table.columns[*i].data_type)
+        .collect();
+    // Every key column found (`key_indexes` leaves out a missing one).
+    if types.len() != table.key.len() || !EvenKeys::applies(s.snapshot_readers, &types) {
         return Ok(None);
     }
     let k = Dialect::MySql.quote(&table.key[0]);
@@ -1681,14 +1674,16 @@ async fn even_keys(
     );
     let row: Option<(Option<String>, Option<String>, Option<String>)> =
         sql.query_first(q.as_str()).await.map_err(|e| my(e, &q))?;
-    let Some((Some(count), Some(lo), Some(hi))) = row else {
+    let Some((count, lo, hi)) = row else {
         return Ok(None);
     };
-    let (Ok(count), Ok(lo), Ok(hi)) = (count.parse(), lo.parse(), hi.parse()) else {
-        return Ok(None);
-    };
-    let (lower, upper) = s.even_factor;
-    Ok(EvenKeys::plan(count, lo, hi, s.split_size, lower, upper))
+    Ok(EvenKeys::plan_text(
+        count.as_deref(),
+        lo.as_deref(),
+        hi.as_deref(),
+        s.split_size,
+        s.even_factor,
+    ))
 }
 
 /// With several snapshot readers, where the next window's chunks end: up to

@@ -803,13 +803,13 @@ async fn even_keys(
     t: usize,
 ) -> Result<Option<EvenKeys>> {
     let table = &s.tables[t];
-    let int = table.key_indexes().first().is_some_and(|i| {
-        matches!(
-            table.columns[*i].data_type,
-            DataType::Int16 | DataType::Int32 | DataType::Int64
-        )
-    });
-    if s.snapshot_readers <= 1 || table.key.len() != 1 || !int {
+    let types: Vec<&DataType> = table
+        .key_indexes()
+        .iter()
+        .map(|i| &table.columns[*i].data_type)
+        .collect();
+    // Every key column found (`key_indexes` leaves out a missing one).
+    if types.len() != table.key.len() || !EvenKeys::applies(s.snapshot_readers, &types) {
         return Ok(None);
     }
     let k = Dialect::Postgres.quote(&table.key[0]);
@@ -821,16 +821,15 @@ async fn even_keys(
         .query(q.as_str(), &[])
         .await
         .map_err(|e| FerryError::external(COMPONENT, format!("{}: {q}", pg_error_text(&e))))?;
-    let num = |i: usize| {
-        rows.first()
-            .and_then(|r| r.get::<_, Option<String>>(i))
-            .and_then(|v| v.parse::<i128>().ok())
-    };
-    let (Some(count), Some(lo), Some(hi)) = (num(0), num(1), num(2)) else {
-        return Ok(None);
-    };
-    let (lower, upper) = s.even_factor;
-    Ok(EvenKeys::plan(count, lo, hi, s.split_size, lower, upper))
+    let text = |i: usize| rows.first().and_then(|r| r.get::<_, Option<String>>(i));
+    let (count, lo, hi) = (text(0), text(1), text(2));
+    Ok(EvenKeys::plan_text(
+        count.as_deref(),
+        lo.as_deref(),
+        hi.as_deref(),
+        s.split_size,
+        s.even_factor,
+    ))
 }
 
 /// With several snapshot readers, where the next window's chunks end: up to
