@@ -711,8 +711,8 @@ async fn read_windows(
         n += 1;
         // Where the chunks are cut does not depend on when: every row of their ranges is
         // read in the chunks' snapshots, taken between the watermarks.
-        if !plans.contains_key(&t) {
-            plans.insert(t, even_keys(&s, &conns[0], t).await?);
+        if let std::collections::hash_map::Entry::Vacant(e) = plans.entry(t) {
+            e.insert(even_keys(&s, &conns[0], t).await?);
         }
         let even = plans.get(&t).copied().flatten().and_then(|p| {
             let from = match after.first() {
