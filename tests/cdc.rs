@@ -641,3 +641,57 @@ fn an_update_without_its_unchanged_toasted_value_stops_a_sink_that_would_write_n
     }
     drop_slot("test", "ferry_toast_file");
 }
+
+/// `stop.mode = latest` through the binary: the job copies the table and the changes made
+/// before it started, then ends by itself (exit 0, no savepoint asked); `ferry check` and
+/// `--engine spark` say why Spark cannot run it.
+#[test]
+fn a_stop_mode_latest_job_ends_by_itself_on_the_embedded_engine() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    drop_slot("test", "ferry_stop_latest");
+    toast_table();
+    toast_updates();
+    let dir = tempfile::tempdir().unwrap();
+    let (ckpt, job) = (dir.path().join("ckpt"), dir.path().join("job.conf"));
+    let sink = r#"  Jdbc {
+    url = "jdbc:postgresql://127.0.0.1:5432/test"
+    driver = "org.postgresql.Driver"
+    user = "postgres"
+    generate_sink_sql = true
+    database = test
+    schema = "ferry_cdc_toast"
+    tablePrefix = "dst_"
+    primary_keys = ["id"]
+  }"#;
+    let text = toast_job("ferry_stop_latest", sink).replace(
+        "slot.name = \"ferry_stop_latest\"",
+        "slot.name = \"ferry_stop_latest\"\n    stop.mode = \"latest\"",
+    );
+    std::fs::write(&job, text).unwrap();
+    let check = common::ferry().arg("check").arg(&job).output().unwrap();
+    let said = String::from_utf8_lossy(&check.stdout).to_string();
+    assert!(
+        said.contains("engines: local (not spark: source Postgres-CDC: stop.mode = latest"),
+        "{said}"
+    );
+    let mut child = common::start_job(&job, "stoplatest", &ckpt, &[]);
+    let status = common::wait_for(&mut child, Duration::from_secs(90), "the stop.mode job");
+    let err = common::stderr_of(child);
+    assert!(status.success(), "{err}");
+    assert!(
+        equal_tables("test", "ferry_cdc_toast.src", "ferry_cdc_toast.dst_src"),
+        "the target differs:\n{err}"
+    );
+    let spark = common::ferry()
+        .arg("run")
+        .arg(&job)
+        .args(["--engine", "spark"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&spark.stderr).to_string();
+    assert!(
+        !spark.status.success() && said.contains("stop.mode = latest"),
+        "{said}"
+    );
+    drop_slot("test", "ferry_stop_latest");
+}

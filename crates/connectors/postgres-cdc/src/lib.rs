@@ -62,7 +62,7 @@ pub(crate) const COMPONENT: &str = "source Postgres-CDC";
 const SPLIT_ID: &str = "postgres-cdc";
 
 const STARTUP_MODES: &[&str] = &["initial", "latest", "earliest"];
-const STOP_MODES: &[&str] = &["never"];
+const STOP_MODES: &[&str] = &["never", "latest"];
 const FORMATS: &[&str] = &["DEFAULT", "COMPATIBLE_DEBEZIUM_JSON"];
 
 ferry_api::declare_options! {
@@ -84,7 +84,7 @@ ferry_api::declare_options! {
         table_names_config: Vec<Value> = "table-names-config", optional;
         /// initial: the tables' rows, then their changes; latest/earliest: changes only, from the slot's position (a new slot starts now).
         startup_mode: String = "startup.mode", default "initial", values STARTUP_MODES;
-        /// The stream never ends.
+        /// never: the stream runs until the job stops; latest: the job ends once the snapshot is complete and the stream has reached the WAL's end as of the job's first start (embedded engine only).
         stop_mode: String = "stop.mode", default "never", values STOP_MODES;
         /// Rows per snapshot chunk (by key).
         split_size: u64 = "snapshot.split.size", default 8096;
@@ -134,6 +134,8 @@ struct Config {
     publication: String,
     snapshot_on_start: bool,
     split_size: usize,
+    /// `stop.mode = latest`.
+    stop_latest: bool,
     /// `chunk-key.even-distribution.factor.lower-bound` and `upper-bound`.
     even_factor: (f64, f64),
     fetch_size: usize,
@@ -218,15 +220,16 @@ impl SourceFactory for PostgresCdcSourceFactory {
                 ))
             }
         };
-        if !c.stop_mode.eq_ignore_ascii_case("never") {
-            return Err(o.error(
-                "stop.mode",
-                format!(
-                    "'{}' is not supported: the stream runs until the job stops",
-                    c.stop_mode
-                ),
-            ));
-        }
+        let stop_latest = match c.stop_mode.to_ascii_lowercase().as_str() {
+            "never" => false,
+            "latest" => true,
+            other => {
+                return Err(o.error(
+                    "stop.mode",
+                    format!("'{other}' is not one of never, latest (specific and timestamp need a position the slot cannot tell in advance)"),
+                ))
+            }
+        };
         let split_size = c.split_size.max(1) as usize;
         let even_factor = (c.factor_lower, c.factor_upper);
         let fetch_size = c.fetch_size.max(1) as usize;
@@ -267,6 +270,7 @@ impl SourceFactory for PostgresCdcSourceFactory {
                 publication,
                 snapshot_on_start,
                 split_size,
+                stop_latest,
                 even_factor,
                 fetch_size,
                 exactly_once,
@@ -475,6 +479,7 @@ impl Source for PostgresCdcSource {
             fetch_size: c.fetch_size,
             tables,
             snapshot_on_start: c.snapshot_on_start,
+            stop_latest: c.stop_latest,
             snapshot_readers: 1,
         }));
         Ok(())
@@ -497,6 +502,14 @@ impl Source for PostgresCdcSource {
             .as_ref()
             .map(|s| s.tables.iter().map(|t| t.schema.clone()).collect())
             .unwrap_or_default()
+    }
+
+    /// `stop.mode = latest` ends the reader, which Spark's micro-batches cannot follow: on
+    /// Spark a streaming query's source does not end.
+    fn needs_long_lived_reader(&self) -> Option<String> {
+        self.config.stop_latest.then(|| {
+            "stop.mode = latest ends the stream when it reaches the WAL's end as of the job's start; a Spark streaming query cannot end with its source (use stop.mode = never there)".to_string()
+        })
     }
 
     /// Restoring a position replays the change stream exactly; a snapshot chunk in flight
@@ -844,6 +857,9 @@ impl SourceReader for Reader {
         self.taken.retain(|(c, _)| *c > checkpoint_id);
         if let Some(lsn) = done.into_iter().max() {
             self.ack.fetch_max(lsn, Ordering::SeqCst);
+            if self.reached && self.settings.stop_latest {
+                self.confirm_stopped(lsn);
+            }
         }
         Ok(())
     }
@@ -857,6 +873,35 @@ impl SourceReader for Reader {
 }
 
 impl Reader {
+    /// A `stop.mode = latest` job has ended its stream, and a checkpoint up to `lsn` is
+    /// complete: the slot is advanced there (the replication connection that confirms
+    /// positions is gone), so that it holds no WAL the job has delivered. A failure leaves
+    /// the slot where the last confirmation put it (a later run reads from there again)
+    /// and is logged.
+    fn confirm_stopped(&self, lsn: u64) {
+        let s = self.settings.clone();
+        let advanced = ferry_api::io::handle().and_then(|h| {
+            h.block_on(async {
+                let c = connect_pg(&s.conn, COMPONENT).await?;
+                c.query(
+                    "SELECT pg_replication_slot_advance($1, $2::text::pg_lsn) \
+                     FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn < $2::text::pg_lsn",
+                    &[&s.slot, &stream::lsn_text(lsn)],
+                )
+                .await
+                .map_err(|e| FerryError::external(COMPONENT, pg_error_text(&e)))?;
+                Ok::<_, FerryError>(())
+            })
+        });
+        if let Err(e) = advanced {
+            tracing::warn!(
+                "{COMPONENT}: could not advance slot '{}' to {} after the stream ended: {e}",
+                s.slot,
+                stream::lsn_text(lsn)
+            );
+        }
+    }
+
     fn stop_task(&mut self) -> Result<()> {
         let Some(mut f) = self.fetcher.take() else {
             return Ok(());

@@ -77,6 +77,8 @@ const WATERMARK_PREFIX: &str = "ferry-cdc";
 
 /// The prefix of the micro-batch bounds the enumerator writes into the WAL on Spark.
 pub const BOUND_PREFIX: &str = "ferry-bound";
+/// The prefix of the logical message marking where a `stop.mode = latest` job ends.
+const STOP_PREFIX: &str = "ferry-stop";
 
 /// How often, at most, a position moved by transactions of other tables (or keepalives)
 /// is handed to the reader, so that the slot advances while the captured tables are idle.
@@ -166,6 +168,9 @@ pub struct Settings {
     pub tables: Vec<CdcTable>,
     /// Read the tables' current rows first (`startup.mode = initial`).
     pub snapshot_on_start: bool,
+    /// `stop.mode = latest`: end once every snapshot is complete and the stream has reached
+    /// the WAL's end as of the job's first start.
+    pub stop_latest: bool,
     /// Snapshot chunks read at once, each on a connection of its own (the source's
     /// `parallelism`): one window's chunks are cut by key up front and read in parallel.
     pub snapshot_readers: usize,
@@ -191,6 +196,10 @@ pub struct Position {
     pub snapshotted: Vec<String>,
     /// The table whose snapshot is under way.
     pub chunk: Option<ChunkProgress>,
+    /// With `stop.mode = latest`: where the stream ends (the LSN of a message written into
+    /// the WAL when the job first started), once every snapshot is complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<u64>,
 }
 
 /// What the task hands to the reader.
@@ -200,8 +209,8 @@ pub enum Item {
     Rows(ChangeBatch, Position),
     /// The position moved without rows for the reader.
     Moved(Position),
-    /// The micro-batch's bound is reached and the slot released: the end position; nothing
-    /// follows.
+    /// The micro-batch's bound (or the `stop.mode = latest` end) is reached and the slot
+    /// released: the end position; nothing follows.
     Reached(Position),
 }
 
@@ -1016,6 +1025,8 @@ struct Task<'a> {
     /// Where a bounded micro-batch ends.
     bound: Option<Bound>,
     control: Arc<Control>,
+    /// The stream has passed the `stop.mode = latest` position (see [`Position::stop`]).
+    stop_passed: bool,
 }
 
 /// Why the stream loop returned.
@@ -1024,6 +1035,8 @@ enum Ended {
     Gone,
     /// The bound is reached.
     Reached,
+    /// The `stop.mode = latest` end is reached.
+    Stopped,
 }
 
 /// Connects, checks or creates the publication and slot, then streams. Returns `Ok` only
@@ -1125,9 +1138,26 @@ async fn run_inner(
                         s.tables.iter().map(|t| t.schema.name.to_string()).collect()
                     },
                     chunk: None,
+                    stop: None,
                 }
             }
         };
+        let mut pos = pos;
+        if !s.stop_latest {
+            pos.stop = None;
+        } else if pos.stop.is_none() {
+            // Where this job ends: a message written now, which the stream meets at once
+            // (an idle server's keepalives may come only every wal_sender_timeout / 2).
+            let content = format!("{}:{}", s.slot, lsn_text(pos.lsn));
+            let lsn = emit_message(&sql, STOP_PREFIX, &content)
+                .await
+                .map_err(pg)?;
+            tracing::info!(
+                "{COMPONENT}: stop.mode = latest: the stream ends at {} once the snapshot is complete",
+                lsn_text(lsn)
+            );
+            pos.stop = Some(lsn);
+        }
         ack.fetch_max(pos.lsn, Ordering::SeqCst);
         if let Some(b) = &bound {
             if pos.lsn >= b.lsn {
@@ -1180,7 +1210,10 @@ async fn run_inner(
             tx,
             bound,
             control,
+            stop_passed: false,
         };
+        // Resumed at or past the stop: everything before it has come through.
+        task.stop_passed = task.pos.stop.is_some_and(|stop| task.pos.lsn >= stop);
         let first = task.pos.clone();
         let ended = if task.send(Item::Moved(first)).await {
             task.stream().await
@@ -1192,6 +1225,11 @@ async fn run_inner(
         let released = task.release(walsender).await;
         match ended? {
             Ended::Gone => released,
+            Ended::Stopped => {
+                released?;
+                tx.send(Ok(Item::Reached(task.pos.clone()))).await;
+                Ok(())
+            }
             Ended::Reached => {
                 released?;
                 let b = task
@@ -1483,6 +1521,11 @@ impl Task<'_> {
     /// non-transactional message, a keepalive's sent position outside a transaction) is
     /// at or past the micro-batch's bound; if so the position becomes the bound: every
     /// transaction whose commit starts before it has been returned.
+    /// Every table's snapshot is complete and handed on: no chunk left, no window open.
+    fn snapshot_done(&self) -> bool {
+        self.next_chunk().is_none() && self.windows.is_empty() && self.pending.is_none()
+    }
+
     fn passes_bound(&mut self, lsn: u64) -> bool {
         let Some(b) = &self.bound else {
             return false;
@@ -1503,6 +1546,9 @@ impl Task<'_> {
             }
             if self.bound.as_ref().is_some_and(|b| self.pos.lsn >= b.lsn) && !self.in_txn {
                 return Ok(Ended::Reached);
+            }
+            if self.stop_passed && self.snapshot_done() {
+                return Ok(Ended::Stopped);
             }
             // Confirm to the server what the reader says is committed downstream.
             let a = self.tx_ack.load(Ordering::SeqCst);
@@ -1542,6 +1588,29 @@ impl Task<'_> {
                     ))
                 }
             };
+            // Everything before the stop position has come through once the stream meets
+            // something at or after it outside a transaction.
+            if let Some(stop) = self.pos.stop {
+                let at = match &ev {
+                    ReplicationEvent::Begin { final_lsn, .. } => Some(final_lsn.0),
+                    ReplicationEvent::Message {
+                        transactional: false,
+                        lsn,
+                        ..
+                    } => Some(lsn.0),
+                    ReplicationEvent::KeepAlive { wal_end, .. } => Some(wal_end.0),
+                    _ => None,
+                };
+                if !self.in_txn && at.is_some_and(|l| l >= stop) {
+                    // Every transaction committed before the stop has come through, so a
+                    // resume there skips nothing (as at a micro-batch's bound).
+                    self.stop_passed = true;
+                    if self.pos.lsn < stop {
+                        self.pos.lsn = stop;
+                        self.pos.skip = 0;
+                    }
+                }
+            }
             let alive = match ev {
                 ReplicationEvent::Begin { final_lsn, .. } if self.passes_bound(final_lsn.0) => {
                     return Ok(Ended::Reached)

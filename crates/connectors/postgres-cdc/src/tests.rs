@@ -650,3 +650,83 @@ fn compatible_debezium_json_writes_each_change_as_debeziums_event() {
     d.close().unwrap();
     teardown(name);
 }
+
+/// `stop.mode = latest`: a job restored after changes were made reads them all and ends
+/// (its readers finish) at the WAL's end as of its start, without waiting for a
+/// keepalive; a change made after its start is not read; once the last checkpoint
+/// completes the slot is advanced to the end position. A restore of that end finishes at
+/// once. Spark is refused with the reason, and other stop modes name the option.
+#[test]
+fn stop_mode_latest_ends_at_the_wal_end_of_the_start() {
+    let name = "stoplatest";
+    setup(name, DDL);
+    let s = source(name, json!({})).unwrap();
+    assert_eq!(s.needs_long_lived_reader(), None);
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    step_until(&mut d, |out| events(out).len() >= 3000).unwrap();
+    let snap = d.snapshot().unwrap();
+    let mut kept = d.take_output();
+    d.close().unwrap();
+    for round in 0..5 {
+        workload(name, round);
+    }
+    let stop = source(name, json!({"stop.mode": "latest"})).unwrap();
+    let why = stop.needs_long_lived_reader().unwrap_or_default();
+    assert!(why.contains("stop.mode = latest"), "{why}");
+    let t0 = Instant::now();
+    let mut d = SourceDriver::restore(stop.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    let mut later = false;
+    while !d.is_finished() {
+        d.step().unwrap();
+        let streaming = pg(&format!(
+            "SELECT 1 FROM pg_replication_slots WHERE slot_name = 'ferry_t_{name}' AND active"
+        ));
+        if !later && !streaming.is_empty() {
+            // The stream is open, so the stop is written: this change is past it.
+            later = true;
+            pg(&format!(
+                "INSERT INTO ferry_cdc_{name}.t (id, v) VALUES (777777, 1)"
+            ));
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "not finished after 20 s"
+        );
+    }
+    kept.extend(d.take_output());
+    let ev = events(&kept);
+    assert!(
+        ev.iter().all(|e| e.0 != 777_777),
+        "a change after the stop was read"
+    );
+    pg(&format!("DELETE FROM ferry_cdc_{name}.t WHERE id = 777777"));
+    assert_eq!(
+        apply(&ev),
+        table(name),
+        "the changes before the stop differ"
+    );
+    let end = d.snapshot().unwrap();
+    let end_lsn = position(&end).lsn;
+    assert!(position(&end).stop.is_some_and(|s| end_lsn >= s));
+    d.complete(end.checkpoint_id).unwrap();
+    d.close().unwrap();
+    assert!(
+        confirmed(&format!("ferry_t_{name}")) >= end_lsn,
+        "the slot was not advanced to the end"
+    );
+    // Restored at its end, the job has nothing left to read.
+    let mut d = SourceDriver::restore(stop.as_ref(), 1, job(JobMode::Streaming), &end).unwrap();
+    let t0 = Instant::now();
+    while !d.is_finished() {
+        d.step().unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(20), "not finished again");
+    }
+    assert_eq!(d.rows_read(), 0);
+    d.close().unwrap();
+    let err = source(name, json!({"stop.mode": "specific"}))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("stop.mode"), "{err}");
+    teardown(name);
+}
