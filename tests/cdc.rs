@@ -496,6 +496,18 @@ sink {{
     )
 }
 
+/// The keyed Jdbc target of the TOAST table: `ferry_cdc_toast.dst_src`.
+const TOAST_TARGET: &str = r#"  Jdbc {
+    url = "jdbc:postgresql://127.0.0.1:5432/test"
+    driver = "org.postgresql.Driver"
+    user = "postgres"
+    generate_sink_sql = true
+    database = test
+    schema = "ferry_cdc_toast"
+    tablePrefix = "dst_"
+    primary_keys = ["id"]
+  }"#;
+
 /// A table with the default replica identity (the old row is not sent) and a column
 /// whose values are stored out of line, so that an update leaving it alone sends it as
 /// "unchanged TOAST", without its value.
@@ -536,16 +548,7 @@ fn an_update_without_its_unchanged_toasted_value_keeps_the_targets_value() {
     toast_table();
     let dir = tempfile::tempdir().unwrap();
     let (ckpt, job) = (dir.path().join("ckpt"), dir.path().join("job.conf"));
-    let sink = r#"  Jdbc {
-    url = "jdbc:postgresql://127.0.0.1:5432/test"
-    driver = "org.postgresql.Driver"
-    user = "postgres"
-    generate_sink_sql = true
-    database = test
-    schema = "ferry_cdc_toast"
-    tablePrefix = "dst_"
-    primary_keys = ["id"]
-  }"#;
+    let sink = TOAST_TARGET;
     std::fs::write(&job, toast_job("ferry_toast", sink)).unwrap();
     let mut child = common::start_job(&job, "toast", &ckpt, &[]);
     let same = || {
@@ -653,16 +656,7 @@ fn a_stop_mode_latest_job_ends_by_itself_on_the_embedded_engine() {
     toast_updates();
     let dir = tempfile::tempdir().unwrap();
     let (ckpt, job) = (dir.path().join("ckpt"), dir.path().join("job.conf"));
-    let sink = r#"  Jdbc {
-    url = "jdbc:postgresql://127.0.0.1:5432/test"
-    driver = "org.postgresql.Driver"
-    user = "postgres"
-    generate_sink_sql = true
-    database = test
-    schema = "ferry_cdc_toast"
-    tablePrefix = "dst_"
-    primary_keys = ["id"]
-  }"#;
+    let sink = TOAST_TARGET;
     let text = toast_job("ferry_stop_latest", sink).replace(
         "slot.name = \"ferry_stop_latest\"",
         "slot.name = \"ferry_stop_latest\"\n    stop.mode = \"latest\"",
