@@ -60,7 +60,7 @@ pub(crate) const COMPONENT: &str = "source MySQL-CDC";
 const SPLIT_ID: &str = "mysql-cdc";
 
 const STARTUP_MODES: &[&str] = &["initial", "earliest", "latest", "specific", "timestamp"];
-const STOP_MODES: &[&str] = &["never"];
+const STOP_MODES: &[&str] = &["never", "latest"];
 const FORMATS: &[&str] = &["DEFAULT", "COMPATIBLE_DEBEZIUM_JSON"];
 
 ferry_api::declare_options! {
@@ -88,7 +88,7 @@ ferry_api::declare_options! {
         specific_gtid: String = "startup.specific-offset.gtid-set", optional;
         /// Milliseconds since 1970 (startup.mode = timestamp).
         startup_timestamp: u64 = "startup.timestamp", optional;
-        /// The stream never ends.
+        /// never: the stream runs until the job stops; latest: the job ends once the snapshot is complete and the stream has reached the binlog's end as of the job's first start (embedded engine only).
         stop_mode: String = "stop.mode", default "never", values STOP_MODES;
         /// Rows per snapshot chunk (by key).
         split_size: u64 = "snapshot.split.size", default 8096;
@@ -143,6 +143,8 @@ struct Config {
     fetch_size: usize,
     exactly_once: bool,
     heartbeat: Duration,
+    /// `stop.mode = latest`.
+    stop_latest: bool,
     /// `format = COMPATIBLE_DEBEZIUM_JSON`: the JSON's settings.
     envelope: Option<EnvelopeOptions>,
 }
@@ -303,15 +305,16 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 ))
             }
         };
-        if !c.stop_mode.eq_ignore_ascii_case("never") {
-            return Err(o.error(
-                "stop.mode",
-                format!(
-                    "'{}' is not supported: the stream runs until the job stops",
-                    c.stop_mode
-                ),
-            ));
-        }
+        let stop_latest = match c.stop_mode.to_ascii_lowercase().as_str() {
+            "never" => false,
+            "latest" => true,
+            other => {
+                return Err(o.error(
+                    "stop.mode",
+                    format!("'{other}' is not one of never, latest"),
+                ))
+            }
+        };
         let server_id = match c.server_id {
             Some(s) => parse_server_id(&s).map_err(|m| o.error("server-id", m))?,
             // SeaTunnel picks a random id; one from the job's tables keeps reruns of the
@@ -392,6 +395,7 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 fetch_size: c.fetch_size.max(1) as usize,
                 exactly_once: c.exactly_once,
                 heartbeat,
+                stop_latest,
                 envelope,
             }),
             settings: None,
@@ -541,6 +545,7 @@ impl Source for MySqlCdcSource {
             tables,
             start: c.start.clone(),
             heartbeat: c.heartbeat,
+            stop_latest: c.stop_latest,
             snapshot_readers: 1,
         }));
         Ok(())
@@ -563,6 +568,14 @@ impl Source for MySqlCdcSource {
             .as_ref()
             .map(|s| s.tables.iter().map(|t| t.schema.clone()).collect())
             .unwrap_or_default()
+    }
+
+    /// `stop.mode = latest` ends the reader, which Spark's micro-batches cannot follow: on
+    /// Spark a streaming query's source does not end.
+    fn needs_long_lived_reader(&self) -> Option<String> {
+        self.config.stop_latest.then(|| {
+            "stop.mode = latest ends the stream when it reaches the binlog's end as of the job's start; a Spark streaming query cannot end with its source (use stop.mode = never there)".to_string()
+        })
     }
 
     /// Restoring a position replays the binlog exactly; a snapshot chunk in flight is read

@@ -162,6 +162,9 @@ pub struct Settings {
     pub heartbeat: Duration,
     /// Connections that read snapshot chunks at once (the source's `parallelism`).
     pub snapshot_readers: usize,
+    /// `stop.mode = latest`: end once every snapshot is complete and the stream has reached
+    /// the binlog's end as of the job's first start.
+    pub stop_latest: bool,
     /// Keys per row within which an integer key is cut by arithmetic (see [`EvenKeys`]).
     pub even_factor: (f64, f64),
 }
@@ -195,10 +198,32 @@ pub struct Position {
     /// the first one at or after it.
     #[serde(default)]
     pub since_ms: Option<i64>,
+    /// With `stop.mode = latest`: the binlog's end when the job first ran with it; the
+    /// stream ends there once every snapshot is complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<StopAt>,
+}
+
+/// Where a `stop.mode = latest` job ends: a binlog file and offset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopAt {
+    /// The binlog file.
+    pub file: String,
+    /// The offset in it.
+    pub pos: u64,
+}
+
+impl StopAt {
+    pub(crate) fn binlog(&self) -> BinlogPos {
+        BinlogPos {
+            file: self.file.clone(),
+            pos: self.pos,
+        }
+    }
 }
 
 impl Position {
-    fn binlog(&self) -> BinlogPos {
+    pub(crate) fn binlog(&self) -> BinlogPos {
         BinlogPos {
             file: self.file.clone(),
             pos: self.pos,
@@ -429,6 +454,7 @@ async fn first_position(
         snapshotted: all,
         chunk: None,
         since_ms: None,
+        stop: None,
     };
     match &s.start {
         Startup::Initial => p.snapshotted.clear(),
@@ -644,6 +670,8 @@ enum Ended {
     Gone,
     /// The bound is reached.
     Reached,
+    /// The `stop.mode = latest` end is reached.
+    Stopped,
 }
 
 /// Connects, checks the server, finds the start, then streams. Returns `Ok` only when the
@@ -658,10 +686,24 @@ async fn run_inner(
 ) -> Result<()> {
     let mut sql = connect_mysql(&s.conn, COMPONENT).await?;
     check_server(&mut sql, &s.conn).await?;
-    let pos = match start {
+    let mut pos = match start {
         Some(p) => p,
         None => first_position(&s, &mut sql, bound.as_ref()).await?,
     };
+    if !s.stop_latest {
+        pos.stop = None;
+    } else if pos.stop.is_none() {
+        let end = server_log(&mut sql, COMPONENT).await?.end.ok_or_else(|| {
+            FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
+        })?;
+        tracing::info!(
+            "{COMPONENT}: stop.mode = latest: the stream ends at {end} once the snapshot is complete"
+        );
+        pos.stop = Some(StopAt {
+            file: end.file,
+            pos: end.pos,
+        });
+    }
     if !pos.file.is_empty() {
         let logs = binary_logs(&mut sql, COMPONENT).await?;
         if !logs.iter().any(|(f, _)| *f == pos.file) {
@@ -727,6 +769,11 @@ async fn run_inner(
     let released = release(task.binlog, &mut task.sql, dump_id, &task.s).await;
     let result = match ended? {
         Ended::Gone => released,
+        Ended::Stopped => {
+            released?;
+            tx.send(Ok(Item::Reached(task.pos.clone()))).await;
+            Ok(())
+        }
         Ended::Reached => {
             released?;
             let b = task
@@ -914,6 +961,16 @@ impl Task<'_> {
                     !self.pos.file.is_empty() && self.pos.binlog().reached(&b.binlog())
                 }) {
                     return Ok(Ended::Reached);
+                }
+                if let Some(stop) = &self.pos.stop {
+                    let done = !self.pos.file.is_empty()
+                        && self.pos.binlog().reached(&stop.binlog())
+                        && self.window.is_none()
+                        && self.pending.is_none()
+                        && self.next_chunk().is_none();
+                    if done {
+                        return Ok(Ended::Stopped);
+                    }
                 }
                 if self.last_status.elapsed() >= STATUS_EVERY {
                     self.status().await?;
@@ -1118,6 +1175,23 @@ impl Task<'_> {
                 // file the stream is in and waits for more: outside a transaction, every
                 // transaction before a bound at or behind that point has been returned
                 // (whatever events there were that do not move the position).
+                // The same for the `stop.mode = latest` end.
+                if let Some(stop) = self.pos.stop.clone() {
+                    let at = BinlogPos {
+                        file: self.file.clone(),
+                        pos: log_pos,
+                    };
+                    let stop = stop.binlog();
+                    if self.txn.is_none()
+                        && !self.file.is_empty()
+                        && at.reached(&stop)
+                        && !self.pos.binlog().reached(&stop)
+                    {
+                        self.pos.file = stop.file;
+                        self.pos.pos = stop.pos;
+                        self.pos.skip = 0;
+                    }
+                }
                 if let Some(b) = &self.bound {
                     let at = BinlogPos {
                         file: self.file.clone(),

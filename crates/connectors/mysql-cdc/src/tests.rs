@@ -461,7 +461,7 @@ fn options_are_checked_before_any_connection() {
     assert!(bad(base(json!({"startup.mode": "timestamp"}))).contains("startup.timestamp"));
     assert!(bad(base(json!({"server-id": "6000-5000"}))).contains("server-id"));
     assert!(bad(base(json!({"server-id": "abc"}))).contains("server-id"));
-    assert!(bad(base(json!({"stop.mode": "latest"}))).contains("stop.mode"));
+    assert!(bad(base(json!({"stop.mode": "specific"}))).contains("stop.mode"));
     assert!(bad(base(json!({"schema-changes.enabled": true}))).contains("schema"));
     assert!(bad(base(
         json!({"table-names-config": [{"table": "db.other", "primaryKeys": ["id"]}]})
@@ -888,6 +888,73 @@ fn compatible_debezium_json_writes_each_change_as_debeziums_event() {
         pos(1) < pos(2) && pos(2) < pos(3) && pos(3) < pos(4),
         "{rows:?}"
     );
+    d.close().unwrap();
+    teardown(name);
+}
+
+/// `stop.mode = latest`: a job restored after changes were made reads them all and ends
+/// (its readers finish) at the binlog's end as of its start; a change made after its start
+/// is not read; a restore of that end finishes at once. Spark is refused with the reason.
+#[test]
+fn stop_mode_latest_ends_at_the_binlog_end_of_the_start() {
+    let name = "stoplatest";
+    setup(name, DDL);
+    let s = source(name, 6109, json!({})).unwrap();
+    assert_eq!(s.needs_long_lived_reader(), None);
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    step_until(&mut d, |out| events(out).len() >= 3000).unwrap();
+    let snap = d.snapshot().unwrap();
+    let mut kept = d.take_output();
+    d.close().unwrap();
+    for round in 0..5 {
+        workload(name, round);
+    }
+    let stop = source(name, 6109, json!({"stop.mode": "latest"})).unwrap();
+    let why = stop.needs_long_lived_reader().unwrap_or_default();
+    assert!(why.contains("stop.mode = latest"), "{why}");
+    let t0 = Instant::now();
+    let mut d = SourceDriver::restore(stop.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    let mut later = false;
+    while !d.is_finished() {
+        d.step().unwrap();
+        if !later && replicas().contains(&"6109".to_string()) {
+            // The binlog dump is open, so the stop was read: this change is past it.
+            later = true;
+            my(&format!(
+                "INSERT INTO ferry_mcdc_{name}.t (id, v) VALUES (777777, 1)"
+            ));
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "not finished after 30 s"
+        );
+    }
+    kept.extend(d.take_output());
+    let ev = events(&kept);
+    assert!(
+        ev.iter().all(|e| e.0 != 777_777),
+        "a change after the stop was read"
+    );
+    my(&format!(
+        "DELETE FROM ferry_mcdc_{name}.t WHERE id = 777777"
+    ));
+    assert_eq!(
+        apply(&ev),
+        table(name),
+        "the changes before the stop differ"
+    );
+    let end = d.snapshot().unwrap();
+    let p = position(&end);
+    let stop_at = p.stop.clone().expect("the end is recorded");
+    assert!(p.binlog().reached(&stop_at.binlog()), "{p:?}");
+    d.close().unwrap();
+    let mut d = SourceDriver::restore(stop.as_ref(), 1, job(JobMode::Streaming), &end).unwrap();
+    let t0 = Instant::now();
+    while !d.is_finished() {
+        d.step().unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(30), "not finished again");
+    }
+    assert_eq!(d.rows_read(), 0);
     d.close().unwrap();
     teardown(name);
 }
