@@ -1069,6 +1069,24 @@ impl CopyStream {
         Ok(s)
     }
 
+    /// A stream opened on a fresh connection with everything a lost one had sent (`sent`,
+    /// the binary header included), for a retry.
+    async fn reopen(
+        c: &tokio_postgres::Client,
+        serial: u64,
+        sql: &str,
+        binary: bool,
+        sent: &[bytes::Bytes],
+    ) -> std::result::Result<CopyStream, (FerryError, bool)> {
+        // Opened as CSV so that no second header goes out: the first of `sent` is it.
+        let mut s = CopyStream::open(c, serial, sql, false, true).await?;
+        s.binary = binary;
+        for data in sent {
+            s.send(data.clone()).await?;
+        }
+        Ok(s)
+    }
+
     async fn send(&mut self, data: bytes::Bytes) -> std::result::Result<(), (FerryError, bool)> {
         use futures_util::SinkExt;
         self.bytes += data.len();
@@ -1357,13 +1375,8 @@ impl JdbcWriter {
             loop {
                 let run = async {
                     if let (Some((sql, binary, sent)), Conn::Pg(c)) = (&resend, &*conn) {
-                        // The header is the first of `sent`.
                         *streams += 1;
-                        let mut s = CopyStream::open(c, *streams, sql, false, true).await?;
-                        s.binary = *binary;
-                        for data in sent {
-                            s.send(data.clone()).await?;
-                        }
+                        let s = CopyStream::reopen(c, *streams, sql, *binary, sent).await?;
                         *stream = Some(s);
                     }
                     conn.run_parts(&parts, stream, streams, retries > 0, end)
