@@ -522,6 +522,29 @@ mod tests {
         }
     }
 
+    crate::declare_options! {
+        /// A required option with an old spelling.
+        struct Url => URL {
+            /// Where.
+            url: String = "base-url" | "url", required;
+        }
+    }
+
+    #[test]
+    fn a_required_option_is_set_by_its_old_spelling() {
+        assert!(URL[1].is_alias_of("base-url") && !URL[0].is_alias_of("base-url"));
+        let mut o = Options::from_json("Url", json!({"url": "jdbc:x"}));
+        assert_eq!(Url::read(&mut o).unwrap().url, "jdbc:x");
+        o.finish(URL).unwrap();
+        let mut o = Options::from_json("Url", json!({}));
+        assert!(Url::read(&mut o).is_err());
+        assert!(o
+            .finish(URL)
+            .unwrap_err()
+            .to_string()
+            .contains("'base-url'"));
+    }
+
     #[test]
     fn aliases_enums_bounds_and_shown_defaults() {
         let names: Vec<&str> = EXT.iter().map(|s| s.name).collect();

@@ -66,6 +66,15 @@ pub struct OptionSpec {
 }
 
 impl OptionSpec {
+    /// Whether this entry is an old spelling of option `name` (as `declare_options!` lists
+    /// each alias: described "Old spelling of NAME.").
+    pub fn is_alias_of(&self, name: &str) -> bool {
+        self.description
+            .strip_prefix("Old spelling of ")
+            .and_then(|d| d.strip_suffix('.'))
+            == Some(name)
+    }
+
     /// An optional option.
     pub const fn optional(
         name: &'static str,
@@ -624,7 +633,10 @@ impl Options {
     /// all plugins), and that every required option is set. Call once, after reading.
     pub fn finish(&self, specs: &[OptionSpec]) -> Result<()> {
         for spec in specs.iter().filter(|s| s.required && !s.name.contains('*')) {
-            if !self.contains(spec.name) {
+            let by_alias = specs
+                .iter()
+                .any(|a| a.is_alias_of(spec.name) && self.contains(a.name));
+            if !self.contains(spec.name) && !by_alias {
                 return Err(self.error(spec.name, "is required but not set"));
             }
         }

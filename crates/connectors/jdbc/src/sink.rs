@@ -1231,6 +1231,66 @@ impl JdbcWriter {
         )))
     }
 
+    /// The statement for an inserted row `i` that leaves columns to the target
+    /// ([`Unchanged`]: a change written before the source table gained them, see
+    /// Postgres-CDC): an upsert of its other columns, so that a new row takes the target's
+    /// defaults for them and an existing one keeps its values.
+    fn unchanged_upsert(
+        &self,
+        t: &Target,
+        cols: &[ArrayRef],
+        marks: &Unchanged,
+        i: usize,
+    ) -> Result<String> {
+        let d = self.dialect;
+        let written: Vec<usize> = (0..t.columns.len())
+            .filter(|c| t.keys.contains(c) || !marks.is_unchanged(*c, i))
+            .collect();
+        let names: Vec<String> = written.iter().map(|c| d.quote(&t.columns[*c])).collect();
+        let others: Vec<&String> = written
+            .iter()
+            .zip(&names)
+            .filter(|(c, _)| !t.keys.contains(c))
+            .map(|(_, n)| n)
+            .collect();
+        let mut sql = format!(
+            "INSERT INTO {} ({}) VALUES {}",
+            t.quoted,
+            names.join(", "),
+            self.row_tuple(cols, &written, i)?
+        );
+        let keys: Vec<String> = t.keys.iter().map(|k| d.quote(&t.columns[*k])).collect();
+        match d {
+            Dialect::Postgres if others.is_empty() => {
+                sql.push_str(&format!(" ON CONFLICT ({}) DO NOTHING", keys.join(", ")));
+            }
+            Dialect::Postgres => {
+                let sets: Vec<String> = others
+                    .iter()
+                    .map(|c| format!("{c} = EXCLUDED.{c}"))
+                    .collect();
+                sql.push_str(&format!(
+                    " ON CONFLICT ({}) DO UPDATE SET {}",
+                    keys.join(", "),
+                    sets.join(", ")
+                ));
+            }
+            Dialect::MySql => {
+                let set_cols = if others.is_empty() {
+                    keys.iter().collect()
+                } else {
+                    others
+                };
+                let sets: Vec<String> = set_cols
+                    .iter()
+                    .map(|c| format!("{c} = VALUES({c})"))
+                    .collect();
+                sql.push_str(&format!(" ON DUPLICATE KEY UPDATE {}", sets.join(", ")));
+            }
+        }
+        Ok(sql)
+    }
+
     fn statement(&self, op: &Op) -> String {
         let d = self.dialect;
         match op {
@@ -1498,7 +1558,12 @@ impl SinkWriter for JdbcWriter {
             let kind = batch.kind(i);
             if let Some(marks) = batch.unchanged.as_deref().filter(|u| u.any_in_row(i)) {
                 if !matches!(kind, RowKind::UpdateBefore | RowKind::Delete) {
-                    if let Some(stmt) = self.unchanged_update(&t, cols, marks, i)? {
+                    let stmt = if kind == RowKind::Insert {
+                        Some(self.unchanged_upsert(&t, cols, marks, i)?)
+                    } else {
+                        self.unchanged_update(&t, cols, marks, i)?
+                    };
+                    if let Some(stmt) = stmt {
                         match self.pending.last_mut() {
                             Some(Op::Query { statements }) => statements.push(stmt),
                             _ => self.pending.push(Op::Query {

@@ -69,7 +69,7 @@ ferry_api::declare_options! {
     /// The options of the source, with SeaTunnel's names.
     struct CdcOptions => OPTIONS {
         /// jdbc:postgresql://host:port/db, with URL properties after '?'.
-        base_url: String = "base-url", required;
+        base_url: String = "base-url" | "url", required;
         /// User name; it needs the REPLICATION attribute (or superuser) and SELECT on the tables.
         username: String = "username", required;
         /// Password; never shown in messages.

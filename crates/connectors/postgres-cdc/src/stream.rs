@@ -392,20 +392,31 @@ async fn ensure_publication(sql: &tokio_postgres::Client, s: &Settings) -> Resul
 struct RelMap {
     /// The table's index, `None` for a table this source does not capture.
     table: Option<usize>,
-    /// For each of our columns, the tuple position holding it.
-    from: Vec<usize>,
+    /// For each of our columns, the tuple position holding it; `None` for a column the
+    /// table gained after these changes were written (see [`Stream::describe`]).
+    from: Vec<Option<usize>>,
+    /// Columns absent from the tuples to which the table now gives a default: the rows
+    /// leave them as the target holds them ([`Unchanged`]) rather than write NULL.
+    keep: Vec<usize>,
 }
 
-fn map_relation(s: &Settings, r: &Relation) -> Result<RelMap> {
+/// Maps a relation description onto the captured table's columns. Columns of the table
+/// the description lacks are returned by name: the caller decides whether they were added
+/// after these changes (restored job) or dropped while the job ran.
+fn map_relation(s: &Settings, r: &Relation) -> Result<(RelMap, Vec<String>)> {
     let Some(t) = s
         .tables
         .iter()
         .position(|t| t.pg_schema == r.namespace && t.pg_table == r.name)
     else {
-        return Ok(RelMap {
-            table: None,
-            from: Vec::new(),
-        });
+        return Ok((
+            RelMap {
+                table: None,
+                from: Vec::new(),
+                keep: Vec::new(),
+            },
+            Vec::new(),
+        ));
     };
     let table = &s.tables[t];
     let names: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
@@ -415,33 +426,35 @@ fn map_relation(s: &Settings, r: &Relation) -> Result<RelMap> {
                 COMPONENT,
                 format!(
                     "table {}.{} has a column '{n}' it did not have when the job started \
-                     (ALTER TABLE … ADD COLUMN): Postgres-CDC does not follow schema changes yet, \
-                     so the job stops rather than drop that column's values",
+                     (ALTER TABLE … ADD COLUMN): Postgres-CDC does not follow schema changes while \
+                     it runs, so the job stops rather than drop that column's values. Add the \
+                     column to the target too, then restart the job: it resumes from its last \
+                     checkpoint with the table's new columns",
                     r.namespace, r.name
                 ),
             ));
         }
     }
-    let mut from = Vec::with_capacity(table.columns.len());
-    for c in &table.columns {
-        match names.iter().position(|n| *n == c.name) {
-            Some(i) => from.push(i),
-            None => {
-                return Err(FerryError::external(
-                    COMPONENT,
-                    format!(
-                        "table {}.{} no longer has column '{}' (dropped or renamed after the job \
-                         started): Postgres-CDC does not follow schema changes yet",
-                        r.namespace, r.name, c.name
-                    ),
-                ))
-            }
-        }
-    }
-    Ok(RelMap {
-        table: Some(t),
-        from,
-    })
+    let from: Vec<Option<usize>> = table
+        .columns
+        .iter()
+        .map(|c| names.iter().position(|n| *n == c.name))
+        .collect();
+    let absent = table
+        .columns
+        .iter()
+        .zip(&from)
+        .filter(|(_, f)| f.is_none())
+        .map(|(c, _)| c.name.clone())
+        .collect();
+    Ok((
+        RelMap {
+            table: Some(t),
+            from,
+            keep: Vec::new(),
+        },
+        absent,
+    ))
 }
 
 fn hex(out: &mut String, b: &[u8]) {
@@ -1714,13 +1727,70 @@ impl Task<'_> {
     async fn on_data(&mut self, data: &[u8]) -> Result<bool> {
         match pgoutput::decode(data)? {
             Message::Relation(r) => {
-                let m = map_relation(&self.s, &r)?;
+                let (mut m, absent) = map_relation(&self.s, &r)?;
+                if !absent.is_empty() {
+                    m.keep = self.describe(&r, &m, &absent).await?;
+                }
                 self.relations.insert(r.id, m);
                 Ok(true)
             }
             Message::Change(c) => self.on_change(c).await,
             Message::Other(_) => Ok(true),
         }
+    }
+
+    /// Decides what the columns of a captured table that a relation description lacks
+    /// (`absent`) mean, from the server's catalog now: columns it still has were added
+    /// after these changes were written (the job restarted with the table's new columns),
+    /// so the changes carry NULL for them, or, where the column has a default, leave them
+    /// as the target holds them (returned); a column it no longer has was dropped while
+    /// the job ran, which stops the job.
+    async fn describe(&self, r: &Relation, m: &RelMap, absent: &[String]) -> Result<Vec<usize>> {
+        let Some(t) = m.table else {
+            return Ok(Vec::new());
+        };
+        let table = &self.s.tables[t];
+        let now = self
+            .sql
+            .query(
+                "SELECT attname::text, atthasdef OR attidentity <> '' OR attgenerated <> '' \
+                 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 \
+                 AND NOT attisdropped",
+                &[&table.quoted()],
+            )
+            .await
+            .map_err(pg)?;
+        let mut keep = Vec::new();
+        for name in absent {
+            let Some(row) = now.iter().find(|row| row.get::<_, String>(0) == *name) else {
+                return Err(FerryError::external(
+                    COMPONENT,
+                    format!(
+                        "table {}.{} no longer has column '{name}' (dropped or renamed after the \
+                         job started): Postgres-CDC does not follow schema changes while it runs, \
+                         so the job stops; restart it to go on with the table's columns as they \
+                         are now",
+                        r.namespace, r.name
+                    ),
+                ));
+            };
+            let defaulted: bool = row.get(1);
+            if defaulted {
+                if let Some(i) = table.columns.iter().position(|c| c.name == *name) {
+                    keep.push(i);
+                }
+            }
+            tracing::info!(
+                "{COMPONENT}: changes of {} written before column '{name}' was added {}",
+                table.schema.name,
+                if defaulted {
+                    "leave it as the target holds it (it has a default)"
+                } else {
+                    "carry NULL for it"
+                }
+            );
+        }
+        Ok(keep)
     }
 
     async fn on_change(&mut self, c: Change<'_>) -> Result<bool> {
@@ -1789,7 +1859,11 @@ impl Task<'_> {
             .ok_or_else(|| FerryError::internal("no pending rows"))?;
         match c {
             Change::Insert { new, .. } => {
-                append_row(table, map, &mut p.builders, &new, None, false)?;
+                let row = p.kinds.len();
+                let marks = append_row(table, map, &mut p.builders, &new, None, false, true)?;
+                for column in marks {
+                    p.unchanged.entry(column).or_default().push(row);
+                }
                 p.kinds.push(RowKind::Insert as u8);
             }
             Change::Update { old, new, .. } => {
@@ -1799,21 +1873,21 @@ impl Task<'_> {
                     .map(|(_, t)| t.as_slice());
                 match &old {
                     Some((_, before)) => {
-                        append_row(table, map, &mut p.builders, before, None, false)?;
+                        append_row(table, map, &mut p.builders, before, None, false, false)?;
                     }
                     // No old tuple: the key did not change; the row before is the key alone.
                     None => append_key_only(table, map, &mut p.builders, &new)?,
                 }
                 p.kinds.push(RowKind::UpdateBefore as u8);
                 let row = p.kinds.len();
-                let marks = append_row(table, map, &mut p.builders, &new, old_full, true)?;
+                let marks = append_row(table, map, &mut p.builders, &new, old_full, true, true)?;
                 for column in marks {
                     p.unchanged.entry(column).or_default().push(row);
                 }
                 p.kinds.push(RowKind::UpdateAfter as u8);
             }
             Change::Delete { old, .. } => {
-                append_row(table, map, &mut p.builders, &old.1, None, false)?;
+                append_row(table, map, &mut p.builders, &old.1, None, false, false)?;
                 p.kinds.push(RowKind::Delete as u8);
             }
             Change::Truncate { .. } => {}
@@ -2037,7 +2111,9 @@ impl Task<'_> {
 /// is taken from `old_full`, the old row, when the replica identity sends it; otherwise,
 /// in an update's new row (`update_after`), the column is
 /// left NULL and returned among the columns the row leaves unchanged, which the sink keeps
-/// as the target holds them ([`Unchanged`]).
+/// as the target holds them ([`Unchanged`]). A column the table gained after the change
+/// is NULL, and with `keep_absent` (rows that write the target) returned among them too
+/// where the table gives it a default ([`RelMap::keep`]).
 fn append_row(
     table: &CdcTable,
     map: &RelMap,
@@ -2045,9 +2121,18 @@ fn append_row(
     tuple: &[Datum<'_>],
     old_full: Option<&[Datum<'_>]>,
     update_after: bool,
+    keep_absent: bool,
 ) -> Result<Vec<usize>> {
     let mut unchanged = Vec::new();
     for (i, from) in map.from.iter().enumerate() {
+        let Some(from) = from else {
+            // A column added after this change: see `Stream::describe`.
+            if keep_absent && map.keep.contains(&i) && table.envelope.is_none() {
+                unchanged.push(i);
+            }
+            b.append_pg(i, None)?;
+            continue;
+        };
         let mut d = tuple.get(*from).copied().unwrap_or(Datum::Null);
         if d == Datum::Unchanged {
             d = match old_full.and_then(|o| o.get(*from).copied()) {
@@ -2095,7 +2180,7 @@ fn append_key_only(
 ) -> Result<()> {
     let keys = table.key_indexes();
     for (i, from) in map.from.iter().enumerate() {
-        match tuple.get(*from) {
+        match from.and_then(|f| tuple.get(f)) {
             Some(Datum::Value(v)) if keys.contains(&i) => {
                 let v = convert(table.convs[i], v)?;
                 b.append_pg(i, Some(&v))?
