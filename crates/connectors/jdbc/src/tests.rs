@@ -962,29 +962,36 @@ fn write_all(s: &Arc<dyn Sink>, batches: &[ChangeBatch]) -> Result<()> {
 }
 
 /// +U rows of keys 1, 2 and 7, leaving `name` unchanged (without its value) in 1 and 7;
-/// 7 is not in the target.
+/// 7 is not in the target. Then +I rows leaving `name` to the target (changes written
+/// before the source gained the column): key 8, new, and key 2, which the target holds.
 fn unchanged_updates() -> ChangeBatch {
     let data = RecordBatch::try_new(
         input_schema(),
         vec![
-            Arc::new(Int64Array::from(vec![1, 1, 2, 2, 7])),
+            Arc::new(Int64Array::from(vec![1, 1, 2, 2, 7, 8, 2])),
             Arc::new(StringArray::from(vec![
                 None,
                 None,
                 Some("b"),
                 Some("b2"),
                 None,
+                None,
+                None,
             ])),
         ],
     )
     .unwrap();
-    ChangeBatch::with_kinds("src".into(), data, UInt8Array::from(vec![1, 2, 1, 2, 2]))
-        .with_unchanged(ferry_api::Unchanged {
-            columns: vec![(
-                1,
-                arrow::array::BooleanArray::from(vec![false, true, false, false, true]),
-            )],
-        })
+    ChangeBatch::with_kinds(
+        "src".into(),
+        data,
+        UInt8Array::from(vec![1, 2, 1, 2, 2, 0, 0]),
+    )
+    .with_unchanged(ferry_api::Unchanged {
+        columns: vec![(
+            1,
+            arrow::array::BooleanArray::from(vec![false, true, false, false, true, true, true]),
+        )],
+    })
 }
 
 #[test]
@@ -1004,7 +1011,7 @@ fn sinks_keep_the_targets_value_where_an_update_leaves_a_column_unchanged() {
             vec![
                 u.data.column(0).clone(),
                 u.data.column(1).clone(),
-                Arc::new(Int64Array::from(vec![10, 11, 20, 21, 70])),
+                Arc::new(Int64Array::from(vec![10, 11, 20, 21, 70, 80, 22])),
             ],
         )
         .unwrap(),
@@ -1021,12 +1028,13 @@ fn sinks_keep_the_targets_value_where_an_update_leaves_a_column_unchanged() {
     };
     let expect = vec![
         vec![Some("1".into()), Some("kept".into()), Some("11".into())],
-        vec![Some("2".into()), Some("b2".into()), Some("21".into())],
+        vec![Some("2".into()), Some("b2".into()), Some("22".into())],
+        vec![Some("8".into()), Some("dflt".into()), Some("80".into())],
     ];
     // PostgreSQL.
     pg(
         "DROP SCHEMA IF EXISTS ferry_t_pg_unch CASCADE; CREATE SCHEMA ferry_t_pg_unch;
-        CREATE TABLE ferry_t_pg_unch.t (id int8 PRIMARY KEY, name text, n int8);
+        CREATE TABLE ferry_t_pg_unch.t (id int8 PRIMARY KEY, name text DEFAULT 'dflt', n int8);
         INSERT INTO ferry_t_pg_unch.t VALUES (1, 'kept', 0), (2, 'b', 0);",
     );
     let s = make(json!({"url": PG_URL, "generate_sink_sql": true, "table": "ferry_t_pg_unch.t", "primary_keys": ["id"]})).unwrap();
@@ -1036,7 +1044,7 @@ fn sinks_keep_the_targets_value_where_an_update_leaves_a_column_unchanged() {
         expect
     );
     // MariaDB.
-    my("DROP DATABASE IF EXISTS ferry_t_my_unch;\nCREATE DATABASE ferry_t_my_unch;\nCREATE TABLE ferry_t_my_unch.t (id bigint PRIMARY KEY, name text, n bigint);\nINSERT INTO ferry_t_my_unch.t VALUES (1, 'kept', 0), (2, 'b', 0);");
+    my("DROP DATABASE IF EXISTS ferry_t_my_unch;\nCREATE DATABASE ferry_t_my_unch;\nCREATE TABLE ferry_t_my_unch.t (id bigint PRIMARY KEY, name varchar(20) DEFAULT 'dflt', n bigint);\nINSERT INTO ferry_t_my_unch.t VALUES (1, 'kept', 0), (2, 'b', 0);");
     let s = make(json!({"url": MY_URL, "generate_sink_sql": true, "database": "ferry_t_my_unch", "table": "t", "primary_keys": ["id"]})).unwrap();
     write_one(&s, &batch).unwrap();
     assert_eq!(
