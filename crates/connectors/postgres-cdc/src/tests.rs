@@ -395,6 +395,17 @@ fn a_dropped_slot_or_a_new_column_stops_the_job_with_the_reason() {
     let err = first_error(&mut d);
     assert!(err.contains("column 'extra'"), "{err}");
     drop(d);
+    // Restarted, the job reads the table with the column; one dropped while it runs
+    // stops it (the server no longer has it: not a change from before it was added).
+    let s = source(name, json!({})).unwrap();
+    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    step_until(&mut d, |out| events(out).iter().any(|e| e.0 == 5000)).unwrap();
+    pg(&format!(
+        "ALTER TABLE ferry_cdc_{name}.t DROP COLUMN extra; INSERT INTO ferry_cdc_{name}.t (id, v) VALUES (5001, 1)"
+    ));
+    let err = first_error(&mut d);
+    assert!(err.contains("no longer has column 'extra'"), "{err}");
+    drop(d);
     // The slot gone: the position cannot be resumed, and the job says so.
     drop_slot(&slot);
     let s = source(name, json!({})).unwrap();
