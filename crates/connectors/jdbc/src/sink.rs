@@ -1180,6 +1180,40 @@ struct AsyncCommits {
     unsynced: u64,
 }
 
+/// The clause that makes an INSERT an upsert on the quoted key columns `keys`, setting the
+/// quoted non-key columns `others` (a key-only row: nothing to set).
+fn upsert_clause(d: Dialect, keys: &[String], others: &[&String]) -> String {
+    match d {
+        Dialect::Postgres if others.is_empty() => {
+            format!(" ON CONFLICT ({}) DO NOTHING", keys.join(", "))
+        }
+        Dialect::Postgres => {
+            let sets: Vec<String> = others
+                .iter()
+                .map(|c| format!("{c} = EXCLUDED.{c}"))
+                .collect();
+            format!(
+                " ON CONFLICT ({}) DO UPDATE SET {}",
+                keys.join(", "),
+                sets.join(", ")
+            )
+        }
+        Dialect::MySql => {
+            // MySQL has no DO NOTHING: a key-only row sets its key to itself.
+            let set_cols: Vec<&String> = if others.is_empty() {
+                keys.iter().collect()
+            } else {
+                others.to_vec()
+            };
+            let sets: Vec<String> = set_cols
+                .iter()
+                .map(|c| format!("{c} = VALUES({c})"))
+                .collect();
+            format!(" ON DUPLICATE KEY UPDATE {}", sets.join(", "))
+        }
+    }
+}
+
 impl JdbcWriter {
     fn row_tuple(&self, cols: &[ArrayRef], idx: &[usize], i: usize) -> Result<String> {
         let mut s = String::from("(");
@@ -1260,34 +1294,7 @@ impl JdbcWriter {
             self.row_tuple(cols, &written, i)?
         );
         let keys: Vec<String> = t.keys.iter().map(|k| d.quote(&t.columns[*k])).collect();
-        match d {
-            Dialect::Postgres if others.is_empty() => {
-                sql.push_str(&format!(" ON CONFLICT ({}) DO NOTHING", keys.join(", ")));
-            }
-            Dialect::Postgres => {
-                let sets: Vec<String> = others
-                    .iter()
-                    .map(|c| format!("{c} = EXCLUDED.{c}"))
-                    .collect();
-                sql.push_str(&format!(
-                    " ON CONFLICT ({}) DO UPDATE SET {}",
-                    keys.join(", "),
-                    sets.join(", ")
-                ));
-            }
-            Dialect::MySql => {
-                let set_cols = if others.is_empty() {
-                    keys.iter().collect()
-                } else {
-                    others
-                };
-                let sets: Vec<String> = set_cols
-                    .iter()
-                    .map(|c| format!("{c} = VALUES({c})"))
-                    .collect();
-                sql.push_str(&format!(" ON DUPLICATE KEY UPDATE {}", sets.join(", ")));
-            }
-        }
+        sql.push_str(&upsert_clause(d, &keys, &others));
         Ok(sql)
     }
 
@@ -1323,32 +1330,7 @@ impl JdbcWriter {
                         .filter(|(i, _)| !t.keys.contains(i))
                         .map(|(_, c)| c)
                         .collect();
-                    match d {
-                        Dialect::Postgres => {
-                            sql.push_str(&format!(" ON CONFLICT ({}) ", keys.join(", ")));
-                            if others.is_empty() {
-                                sql.push_str("DO NOTHING");
-                            } else {
-                                let sets: Vec<String> = others
-                                    .iter()
-                                    .map(|c| format!("{c} = EXCLUDED.{c}"))
-                                    .collect();
-                                sql.push_str(&format!("DO UPDATE SET {}", sets.join(", ")));
-                            }
-                        }
-                        Dialect::MySql => {
-                            let target_cols = if others.is_empty() {
-                                keys.iter().collect::<Vec<_>>()
-                            } else {
-                                others
-                            };
-                            let sets: Vec<String> = target_cols
-                                .iter()
-                                .map(|c| format!("{c} = VALUES({c})"))
-                                .collect();
-                            sql.push_str(&format!(" ON DUPLICATE KEY UPDATE {}", sets.join(", ")));
-                        }
-                    }
+                    sql.push_str(&upsert_clause(d, &keys, &others));
                 }
                 sql
             }
