@@ -287,6 +287,71 @@ fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot() {
     );
 }
 
+/// SeaTunnel's restore case with columns instead of a table (its MySQL tests restore with an
+/// added table only; its Postgres ones add a column): changes written while the job is
+/// stopped, before and after two columns are added to source and target (one in the middle,
+/// one with a default), reach the target after the restore, placed by the binlog's column
+/// names, with the target's default where the rows written before lack the column.
+#[test]
+fn a_restore_with_added_columns_writes_them_and_the_changes_before() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    inventory();
+    let (s1, t1) = (
+        "mysql_cdc.mysql_cdc_e2e_source_table",
+        "mysql_cdc2.mysql_cdc_e2e_source_table",
+    );
+    let added = |table: &str| {
+        mariadb(&format!(
+            "SELECT id, f_added, f_flag FROM {table} ORDER BY id"
+        ))
+    };
+    let job = case("mysqlcdc_to_mysql_with_multi_table_mode_one_table.conf");
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let mut child = common::start_job(&job, "add-column", &ckpt, &[]);
+    let first = common::eventually(Duration::from_secs(60), || table_rows(s1) == table_rows(t1));
+    common::request_savepoint("add-column", &ckpt);
+    let status = common::wait_for(&mut child, Duration::from_secs(60), "the first run");
+    let err = common::stderr_of(child);
+    assert!(first && status.success(), "{err}");
+    upsert_delete(s1);
+    for table in [s1, t1] {
+        mariadb(&format!(
+            "ALTER TABLE {table} ADD COLUMN f_added bigint AFTER f_binary, \
+             ADD COLUMN f_flag int NOT NULL DEFAULT 7"
+        ));
+    }
+    mariadb(&format!("UPDATE {s1} SET f_added = 1 WHERE id = 6"));
+    let mut child = common::start_job(&job, "add-column", &ckpt, &[]);
+    mariadb(&format!(
+        "UPDATE {s1} SET f_added = 10000, f_flag = 8 WHERE id = 3"
+    ));
+    let same = common::eventually(Duration::from_secs(60), || {
+        table_rows(s1) == table_rows(t1) && added(s1) == added(t1)
+    });
+    common::request_savepoint("add-column", &ckpt);
+    let status = common::wait_for(&mut child, Duration::from_secs(60), "the restored run");
+    let err = common::stderr_of(child);
+    assert!(
+        same,
+        "the target differs after the restore:\n{}\n{}\nvs\n{}\n{}\n{err}",
+        table_rows(s1),
+        added(s1),
+        table_rows(t1),
+        added(t1)
+    );
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("resuming"),
+        "the second run did not resume: {err}"
+    );
+    assert!(
+        added(t1).contains("3\t10000\t8\n") && added(t1).contains("5\tNULL\t7\n"),
+        "{}",
+        added(t1)
+    );
+}
+
 /// The chaos test's tables: database `ferry_mcdc_chaos`, read as replica 6201.
 struct ChaosMariaDb;
 

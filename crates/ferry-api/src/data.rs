@@ -136,7 +136,9 @@ pub struct ChangeBatch {
 
 /// Columns that some rows of a batch leave unchanged without carrying their value: a
 /// PostgreSQL update that does not send an unchanged out-of-line (TOASTed) value, when the
-/// table's replica identity does not send the old row either. Those rows hold NULL in such
+/// table's replica identity does not send the old row either; or a change written before
+/// the column was added (a restored CDC job), where the column has a default the target
+/// gives it. Those rows hold NULL (or a placeholder where the column cannot be NULL) in such
 /// a column, which is not the column's value: a sink must keep what the target holds
 /// there (the Jdbc sink updates the other columns only), and any other sink or transform
 /// must refuse the batch ([`ChangeBatch::refuse_unchanged`]) rather than write NULL.
@@ -148,6 +150,28 @@ pub struct Unchanged {
 }
 
 impl Unchanged {
+    /// The marks of a batch of `rows` rows from, per column, the indexes of the rows that
+    /// leave it unchanged; `None` when no row does.
+    pub fn from_rows(
+        rows: usize,
+        marked: impl IntoIterator<Item = (usize, Vec<usize>)>,
+    ) -> Option<Unchanged> {
+        let columns: Vec<(usize, BooleanArray)> = marked
+            .into_iter()
+            .filter(|(_, at)| !at.is_empty())
+            .map(|(c, at)| {
+                let mut marks = vec![false; rows];
+                for r in at {
+                    if let Some(m) = marks.get_mut(r) {
+                        *m = true;
+                    }
+                }
+                (c, BooleanArray::from(marks))
+            })
+            .collect();
+        (!columns.is_empty()).then_some(Unchanged { columns })
+    }
+
     /// The marks of `columns` that hold at least one row; `None` when none does.
     fn of_marked(
         columns: impl IntoIterator<Item = (usize, BooleanArray)>,

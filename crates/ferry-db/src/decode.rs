@@ -148,6 +148,33 @@ impl Builders {
         )
     }
 
+    /// Appends a value no one reads to column `i`: zero, empty, 1970-01-01. For a row that
+    /// leaves a column that cannot be NULL to the target ([`ferry_api::Unchanged`]), whose
+    /// value the marks say is not there.
+    pub fn append_placeholder(&mut self, i: usize) {
+        match &mut self.cols[i] {
+            Col::Bool(b) => b.append_value(false),
+            Col::I8(b) => b.append_value(0),
+            Col::I16(b) => b.append_value(0),
+            Col::I32(b) => b.append_value(0),
+            Col::I64(b) => b.append_value(0),
+            Col::F32(b) => b.append_value(0.0),
+            Col::F64(b) => b.append_value(0.0),
+            Col::Dec(b, _, _) => b.append_value(0),
+            Col::Str(b) => b.append_value(""),
+            Col::Bin(b) => b.append_value(b""),
+            Col::Date(b) => b.append_value(0),
+            Col::Time(b) => b.append_value(0),
+            Col::Ts(b) => b.append_value(0),
+            Col::List(b, _) => b.append(true),
+        }
+    }
+
+    /// Whether column `i` may hold NULL (its field in the batch's schema).
+    pub fn nullable(&self, i: usize) -> bool {
+        self.schema.fields().get(i).is_none_or(|f| f.is_nullable())
+    }
+
     pub(crate) fn append_null(&mut self, i: usize) {
         match &mut self.cols[i] {
             Col::Bool(b) => b.append_null(),

@@ -44,7 +44,7 @@
 //! [`Bound::until`]) with the rows' values at the replay's time, which the changes after
 //! the bound bring up to date in a keyed target.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,7 +53,7 @@ use arrow::array::{Array, UInt8Array};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use ferry_api::io::FetchSender;
-use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema};
+use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema, Unchanged};
 use ferry_db::keys::{without_keys, EvenKeys};
 use ferry_db::mysql_binlog::{
     binary_logs, binlog_type_fits, mariadb_gtid, server_log, BinlogKind, BinlogPos, GtidState,
@@ -61,7 +61,9 @@ use ferry_db::mysql_binlog::{
 };
 use ferry_db::{connect_mysql, literal, Builders, ColumnDef, ConnInfo, Dialect};
 use futures_util::StreamExt;
-use mysql_async::binlog::events::{EventData, QueryEvent, RotateEvent, RowsEventData};
+use mysql_async::binlog::events::{
+    EventData, OptionalMetadataField, QueryEvent, RotateEvent, RowsEventData, TableMapEvent,
+};
 use mysql_async::binlog::EventType;
 use mysql_async::prelude::Queryable;
 use mysql_async::{BinlogStream, BinlogStreamRequest};
@@ -542,6 +544,96 @@ struct Pending {
     /// The MariaDB GTID of the rows' transaction (the commit takes the transaction before
     /// the rows are handed over).
     gtid: Option<String>,
+    /// Per column, the rows that leave it as the target holds it (see [`ColumnMap::keep`]).
+    unchanged: BTreeMap<usize, Vec<usize>>,
+}
+
+/// Where the columns of a table map's rows go in a captured table.
+#[derive(Debug)]
+struct ColumnMap {
+    /// The captured table.
+    table: usize,
+    /// For each of the table's columns (as the job read them), the rows' column holding
+    /// it; `None` for a column the table gained after these rows were written.
+    from: Vec<Option<usize>>,
+    /// Columns absent from the rows to which the table now gives a value of its own
+    /// (a default, generated, auto-increment, or NOT NULL's implicit one): inserts and
+    /// updates leave them as the target holds them ([`Unchanged`]) rather than write NULL.
+    keep: Vec<usize>,
+}
+
+/// Maps the `n` columns of a table map's rows onto `table`'s columns: by `names` when the
+/// server writes them (`binlog_row_metadata = FULL`), by position otherwise. Returns, per
+/// column of the table, the rows' column holding it, and the names of the columns the rows
+/// lack; or, when the rows cannot be placed, what changed.
+fn map_columns(
+    columns: &[ColumnDef],
+    n: usize,
+    names: Option<&[String]>,
+) -> std::result::Result<(Vec<Option<usize>>, Vec<String>), String> {
+    let had = columns.len();
+    let Some(names) = names.filter(|names| names.len() == n) else {
+        return if n == had {
+            Ok(((0..n).map(Some).collect(), Vec::new()))
+        } else if n > had {
+            Err(format!(
+                "its rows now have {n} columns where the job started with {had} (a column was added)"
+            ))
+        } else {
+            Err(format!(
+                "its rows have {n} columns where the job read {had}: they were written before a \
+                 column was added (a restored job), or after one was dropped. The server does not \
+                 write column names into the binlog, so MySQL-CDC cannot tell which columns these \
+                 rows hold; let it: SET GLOBAL binlog_row_metadata = FULL (MySQL 8.0.1+, MariaDB \
+                 10.5+; also in the server's configuration). Rows already written without names \
+                 cannot be placed: start the job anew (--from-scratch)"
+            ))
+        };
+    };
+    if let Some(name) = names
+        .iter()
+        .find(|name| !columns.iter().any(|c| c.name.eq_ignore_ascii_case(name)))
+    {
+        return Err(format!(
+            "its rows have a column '{name}' the job did not read when it started (a column was \
+             added or renamed)"
+        ));
+    }
+    let from: Vec<Option<usize>> = columns
+        .iter()
+        .map(|c| {
+            names
+                .iter()
+                .position(|name| c.name.eq_ignore_ascii_case(name))
+        })
+        .collect();
+    let absent = columns
+        .iter()
+        .zip(&from)
+        .filter(|(_, f)| f.is_none())
+        .map(|(c, _)| c.name.clone())
+        .collect();
+    Ok((from, absent))
+}
+
+/// The column names a table map carries (`binlog_row_metadata = FULL`), if any.
+fn column_names(tme: &TableMapEvent<'_>) -> Result<Option<Vec<String>>> {
+    for field in tme.iter_optional_meta() {
+        let field = field.map_err(|e| {
+            FerryError::external(COMPONENT, format!("table map event metadata: {e}"))
+        })?;
+        if let OptionalMetadataField::ColumnName(names) = field {
+            let names = names
+                .iter_names()
+                .map(|name| name.map(|name| name.name().into_owned()))
+                .collect::<std::io::Result<Vec<String>>>()
+                .map_err(|e| {
+                    FerryError::external(COMPONENT, format!("table map column names: {e}"))
+                })?;
+            return Ok(Some(names));
+        }
+    }
+    Ok(None)
 }
 
 /// Where a row was read in the binlog: its rows event's start, server and time, and its
@@ -639,8 +731,11 @@ struct Task<'a> {
     binlog: BinlogStream,
     pos: Position,
     gtids: GtidState,
-    /// Table id (from TABLE_MAP) → captured table, if any.
-    table_ids: HashMap<u64, Option<usize>>,
+    /// Table id (from TABLE_MAP) → where its rows go in a captured table, if captured.
+    table_ids: HashMap<u64, Option<Arc<ColumnMap>>>,
+    /// Per captured table and the names of columns its rows lacked: the columns whose
+    /// values the rows leave to the target (asked of the server once).
+    added: HashMap<(usize, Vec<String>), Vec<usize>>,
     txn: Option<Txn>,
     /// Changes of the first transaction still to drop (a restore inside it).
     to_skip: u64,
@@ -744,6 +839,7 @@ async fn run_inner(
         pos,
         gtids,
         table_ids: HashMap::new(),
+        added: HashMap::new(),
         txn: None,
         pending: None,
         window: None,
@@ -1264,10 +1360,11 @@ impl Task<'_> {
                     .tables
                     .iter()
                     .position(|t| t.db == db && t.table == name);
-                if let Some(t) = t {
-                    self.check_shape(t, &tme)?;
-                }
-                self.table_ids.insert(tme.table_id(), t);
+                let map = match t {
+                    Some(t) => Some(Arc::new(self.map_table(t, &tme).await?)),
+                    None => None,
+                };
+                self.table_ids.insert(tme.table_id(), map);
                 Ok(true)
             }
             EventType::WRITE_ROWS_EVENT
@@ -1332,59 +1429,122 @@ impl Task<'_> {
         }
     }
 
-    /// Stops the job when a captured table's binlog rows no longer have the columns the job
-    /// read from the catalog.
-    fn check_shape(
-        &self,
-        t: usize,
-        tme: &mysql_async::binlog::events::TableMapEvent<'_>,
-    ) -> Result<()> {
-        let table = &self.s.tables[t];
+    /// Where the rows of table map `tme` of captured table `t` go: by name when the server
+    /// writes column names, else by position. Columns the rows lack are asked of the
+    /// server's catalog now: a column it still has was added after these rows were written
+    /// (the job restarted with the table's new columns), so the rows carry NULL for it, or
+    /// leave it to the target where the table gives it a value of its own; a column it no
+    /// longer has was dropped while the job ran, which stops the job, as do rows with a
+    /// column the job did not read, or a column whose type changed.
+    async fn map_table(&mut self, t: usize, tme: &TableMapEvent<'_>) -> Result<ColumnMap> {
         let n = tme.columns_count() as usize;
+        let names = column_names(tme)?;
+        let table = &self.s.tables[t];
+        let (from, absent) =
+            map_columns(&table.columns, n, names.as_deref()).map_err(|what| self.stop(t, what))?;
+        for (i, (c, f)) in table.columns.iter().zip(&from).enumerate() {
+            let Some(f) = f else { continue };
+            let ty = tme
+                .get_raw_column_type(*f)
+                .ok()
+                .flatten()
+                .map_or(0, |t| t as u8);
+            if !binlog_type_fits(&c.source_type, ty) {
+                return Err(self.stop(
+                    t,
+                    format!(
+                        "column {} '{}' ({}) now holds binlog type {ty}",
+                        i + 1,
+                        c.name,
+                        c.source_type
+                    ),
+                ));
+            }
+        }
+        let keep = if absent.is_empty() {
+            Vec::new()
+        } else if let Some(keep) = self.added.get(&(t, absent.clone())) {
+            keep.clone()
+        } else {
+            let keep = self.describe_added(t, &absent).await?;
+            self.added.insert((t, absent), keep.clone());
+            keep
+        };
+        Ok(ColumnMap {
+            table: t,
+            from,
+            keep,
+        })
+    }
+
+    /// The error that stops the job when captured table `t` changed in a way its rows
+    /// cannot follow (`what`).
+    fn stop(&self, t: usize, what: String) -> FerryError {
         let ddl = self
             .ddl
             .get(&t)
             .map(|d| format!(" (after `{d}`)"))
             .unwrap_or_default();
-        let stop = |what: String| {
-            FerryError::external(
-                COMPONENT,
-                format!(
-                    "table {} changed while the job ran{ddl}: {what}. MySQL-CDC does not follow \
-                     schema changes yet, so the job stops rather than write rows in the wrong \
-                     shape; recreate the target and start anew (--from-scratch)",
-                    table.schema.name
-                ),
+        FerryError::external(
+            COMPONENT,
+            format!(
+                "table {} changed while the job ran{ddl}: {what}. MySQL-CDC does not follow \
+                 schema changes yet, so the job stops rather than write rows in the wrong \
+                 shape; recreate the target and start anew (--from-scratch)",
+                self.s.tables[t].schema.name
+            ),
+        )
+    }
+
+    /// What the columns of captured table `t` that its rows lack (`absent`) mean, from the
+    /// server's catalog now (see [`Task::map_table`]): the columns the rows leave to the
+    /// target.
+    async fn describe_added(&mut self, t: usize, absent: &[String]) -> Result<Vec<usize>> {
+        let table = &self.s.tables[t];
+        // MariaDB quotes literal defaults and writes a NULL default as the text NULL.
+        let now: Vec<(String, i64)> = self
+            .sql
+            .exec(
+                "SELECT COLUMN_NAME, IS_NULLABLE = 'NO' OR EXTRA <> '' \
+                 OR (COLUMN_DEFAULT IS NOT NULL AND COLUMN_DEFAULT <> 'NULL') \
+                 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+                (table.db.as_str(), table.table.as_str()),
             )
-        };
-        if n != table.columns.len() {
-            let had = table.columns.len();
-            return Err(stop(if n > had {
-                format!("its rows now have {n} columns where the job started with {had} (a column was added)")
-            } else {
-                format!("its rows now have {n} columns where the job started with {had} (a column was dropped)")
-            }));
-        }
-        for (i, c) in table.columns.iter().enumerate() {
-            let ty = tme
-                .get_raw_column_type(i)
-                .ok()
-                .flatten()
-                .map_or(0, |t| t as u8);
-            if !binlog_type_fits(&c.source_type, ty) {
-                return Err(stop(format!(
-                    "column {} '{}' ({}) now holds binlog type {ty}",
-                    i + 1,
-                    c.name,
-                    c.source_type
-                )));
+            .await
+            .map_err(|e| my(e, "reading the table's columns"))?;
+        let mut keep = Vec::new();
+        for name in absent {
+            let Some((_, own_value)) = now.iter().find(|(c, _)| c.eq_ignore_ascii_case(name))
+            else {
+                return Err(self.stop(
+                    t,
+                    format!(
+                        "it no longer has column '{name}' (dropped or renamed after the job \
+                         started)"
+                    ),
+                ));
+            };
+            let own_value = *own_value != 0;
+            if own_value {
+                if let Some(i) = table.columns.iter().position(|c| c.name == *name) {
+                    keep.push(i);
+                }
             }
+            tracing::info!(
+                "{COMPONENT}: changes of {} written before column '{name}' was added {}",
+                table.schema.name,
+                if own_value {
+                    "leave it as the target holds it (the table gives it a value)"
+                } else {
+                    "carry NULL for it"
+                }
+            );
         }
-        Ok(())
+        Ok(keep)
     }
 
     async fn on_rows(&mut self, rows: &RowsEventData<'_>, at: RowAt) -> Result<bool> {
-        let Some(t) = self.table_ids.get(&rows.table_id()).copied() else {
+        let Some(map) = self.table_ids.get(&rows.table_id()).cloned() else {
             return Err(FerryError::external(
                 COMPONENT,
                 format!(
@@ -1393,7 +1553,8 @@ impl Task<'_> {
                 ),
             ));
         };
-        let Some(t) = t else { return Ok(true) };
+        let Some(map) = map else { return Ok(true) };
+        let t = map.table;
         if self.txn.is_none() {
             // Rows outside BEGIN … COMMIT: a server that wrote none; treat it as its own.
             return Err(FerryError::external(
@@ -1453,6 +1614,7 @@ impl Task<'_> {
                         .as_ref()
                         .and_then(|t| t.gtid)
                         .map(|g| format!("{}-{}-{}", g.domain, g.server, g.seq)),
+                    unchanged: BTreeMap::new(),
                 });
             }
             let table = &self.s.tables[t];
@@ -1469,37 +1631,26 @@ impl Task<'_> {
                     ),
                 )
             };
+            // Rows leave the columns they lack to the target where it gives them a value
+            // (Debezium's events have no way to say so: they carry NULL).
+            let mut marks =
+                (!map.keep.is_empty() && table.envelope.is_none()).then_some(&mut p.unchanged);
+            let mut append =
+                |row: Option<&mysql_async::binlog::row::BinlogRow>, kind: RowKind, what: &str| {
+                    let row = row.ok_or_else(|| missing(what))?;
+                    let at = p.kinds.len();
+                    let marks = marks.as_deref_mut().map(|m| (m, at));
+                    append_row(table, &map, &mut p.builders, row, marks)?;
+                    p.kinds.push(kind as u8);
+                    Ok::<(), FerryError>(())
+                };
             match kind_of {
-                0 => {
-                    append_row(
-                        table,
-                        &mut p.builders,
-                        after.as_ref().ok_or_else(|| missing("insert"))?,
-                    )?;
-                    p.kinds.push(RowKind::Insert as u8);
-                }
+                0 => append(after.as_ref(), RowKind::Insert, "insert")?,
                 1 => {
-                    append_row(
-                        table,
-                        &mut p.builders,
-                        before.as_ref().ok_or_else(|| missing("update"))?,
-                    )?;
-                    p.kinds.push(RowKind::UpdateBefore as u8);
-                    append_row(
-                        table,
-                        &mut p.builders,
-                        after.as_ref().ok_or_else(|| missing("update"))?,
-                    )?;
-                    p.kinds.push(RowKind::UpdateAfter as u8);
+                    append(before.as_ref(), RowKind::UpdateBefore, "update")?;
+                    append(after.as_ref(), RowKind::UpdateAfter, "update")?;
                 }
-                _ => {
-                    append_row(
-                        table,
-                        &mut p.builders,
-                        before.as_ref().ok_or_else(|| missing("delete"))?,
-                    )?;
-                    p.kinds.push(RowKind::Delete as u8);
-                }
+                _ => append(before.as_ref(), RowKind::Delete, "delete")?,
             }
             if table.envelope.is_some() {
                 let row = index as u32;
@@ -1585,8 +1736,12 @@ impl Task<'_> {
             pos.skip
         );
         let table = &self.s.tables[p.table];
-        let batch =
+        let rows = p.kinds.len();
+        let mut batch =
             ChangeBatch::with_kinds(table.schema.name.clone(), data, UInt8Array::from(p.kinds));
+        if let Some(marks) = Unchanged::from_rows(rows, p.unchanged) {
+            batch = batch.with_unchanged(marks);
+        }
         let (file, at, gtid) = (self.file.clone(), p.at, p.gtid);
         let batch = as_events(table, batch, &|i| {
             let a = at.get(i).copied().unwrap_or_default();
@@ -1896,14 +2051,45 @@ async fn read_window(
     ))
 }
 
-/// Appends one binlog row image.
+/// Appends one binlog row image, its columns placed by `map`. A column the rows lack is
+/// NULL; with `marks` (the batch's marks and the row's index; any row but those of Debezium
+/// events, which cannot say so), those of them the table gives a value of its own are
+/// marked as left to the target ([`ColumnMap::keep`]), holding a placeholder where the
+/// column cannot be NULL.
 fn append_row(
     table: &CdcTable,
+    map: &ColumnMap,
     b: &mut Builders,
     row: &mysql_async::binlog::row::BinlogRow,
+    mut marks: Option<(&mut BTreeMap<usize, Vec<usize>>, usize)>,
 ) -> Result<()> {
-    for i in 0..table.columns.len() {
-        b.append_binlog(i, row.as_ref(i), &table.kinds[i])?;
+    for (i, from) in map.from.iter().enumerate() {
+        if let Some(f) = from {
+            b.append_binlog(i, row.as_ref(*f), &table.kinds[i])?;
+            continue;
+        }
+        match marks.as_mut() {
+            Some((marks, at)) if map.keep.contains(&i) => {
+                marks.entry(i).or_default().push(*at);
+                if b.nullable(i) {
+                    b.append_binlog(i, None, &table.kinds[i])?;
+                } else {
+                    b.append_placeholder(i);
+                }
+            }
+            _ if b.nullable(i) => b.append_binlog(i, None, &table.kinds[i])?,
+            _ => {
+                return Err(FerryError::external(
+                    COMPONENT,
+                    format!(
+                        "a change of {} was written before column '{}' was added, which cannot \
+                         be NULL, and the Debezium events of `format = COMPATIBLE_DEBEZIUM_JSON` \
+                         cannot leave it to the target; start the job anew (--from-scratch)",
+                        table.schema.name, table.columns[i].name
+                    ),
+                ))
+            }
+        }
     }
     b.end_row();
     Ok(())
@@ -2024,5 +2210,59 @@ mod tests {
         let v = vec!["1".to_string(), "'x'".to_string()];
         assert_eq!(after_key(&k, &v), "(`a` > 1) OR (`a` = 1 AND `b` > 'x')");
         assert_eq!(after_key(&k[..1], &v[..1]), "(`a` > 1)");
+    }
+
+    fn columns(names: &[&str]) -> Vec<ColumnDef> {
+        names
+            .iter()
+            .map(|n| ColumnDef {
+                name: n.to_string(),
+                data_type: DataType::Int32,
+                nullable: true,
+                source_type: "int".into(),
+                length: None,
+                wire: ferry_db::types::Wire::I32,
+                select: format!("`{n}`"),
+            })
+            .collect()
+    }
+
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn rows_are_placed_by_the_column_names_the_binlog_carries() {
+        let table = columns(&["id", "a", "b", "c"]);
+        // Written before `b` was added after `a`, and `c` at the end.
+        let (from, absent) = map_columns(&table, 2, Some(&names(&["ID", "a"]))).unwrap();
+        assert_eq!(from, vec![Some(0), Some(1), None, None]);
+        assert_eq!(absent, names(&["b", "c"]));
+        // The same columns in another order.
+        let (from, absent) = map_columns(&table, 4, Some(&names(&["c", "b", "a", "id"]))).unwrap();
+        assert_eq!(from, vec![Some(3), Some(2), Some(1), Some(0)]);
+        assert!(absent.is_empty());
+        // A column the job did not read (added while it runs, or renamed).
+        let err = map_columns(&table, 4, Some(&names(&["id", "a", "bb", "c"]))).unwrap_err();
+        assert!(
+            err.contains("'bb'") && err.contains("added or renamed"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn rows_without_column_names_are_placed_by_position_only_when_as_wide() {
+        let table = columns(&["id", "a", "b"]);
+        let (from, absent) = map_columns(&table, 3, None).unwrap();
+        assert_eq!(from, vec![Some(0), Some(1), Some(2)]);
+        assert!(absent.is_empty());
+        let err = map_columns(&table, 4, None).unwrap_err();
+        assert!(err.contains("a column was added"), "{err}");
+        // Narrower rows could lack any column: refused, naming the setting that helps.
+        let err = map_columns(&table, 2, None).unwrap_err();
+        assert!(err.contains("binlog_row_metadata = FULL"), "{err}");
+        // Names that do not match the rows' width are not trusted.
+        let err = map_columns(&table, 2, Some(&names(&["id"]))).unwrap_err();
+        assert!(err.contains("binlog_row_metadata = FULL"), "{err}");
     }
 }

@@ -430,6 +430,81 @@ fn an_added_column_or_a_purged_position_stops_the_job_with_the_reason() {
     teardown(name);
 }
 
+/// A restored job whose table gained columns while it was stopped: the rows written before
+/// are placed by the column names in the binlog (`binlog_row_metadata = FULL`, as
+/// `scripts/setup-databases` sets it), carry NULL for a column without a value of its own and
+/// leave one with a default to the target; a column dropped while the restored job runs
+/// stops it, naming the column.
+#[test]
+fn a_restored_job_places_rows_written_before_columns_were_added() {
+    let name = "addcol";
+    setup(name, DDL);
+    let t = format!("ferry_mcdc_{name}.t");
+    let s = source(name, 6110, json!({})).unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    step_until(&mut d, |out| events(out).len() >= 3000).unwrap();
+    let snap = d.snapshot().unwrap();
+    drop(d);
+    // While the job is stopped: changes in the old shape, then two columns, one in the
+    // middle (AFTER v: placing by position would shift every column after it).
+    my(&format!(
+        "INSERT INTO {t} (id, v) VALUES (5001, 1); UPDATE {t} SET v = 5 WHERE id = 1;
+         ALTER TABLE {t} ADD COLUMN extra int AFTER v, ADD COLUMN flag int NOT NULL DEFAULT 7;
+         INSERT INTO {t} (id, v, extra, flag) VALUES (5002, 2, 3, 8);"
+    ));
+    let s = source(name, 6110, json!({})).unwrap();
+    let mut d = SourceDriver::restore(s.as_ref(), 1, job(JobMode::Streaming), &snap).unwrap();
+    step_until(&mut d, |out| events(out).iter().any(|e| e.0 == 5002)).unwrap();
+    // Per written row (+I, +U): id, v, extra, flag, note, whether flag is left to the
+    // target (`flag` is NOT NULL DEFAULT 7, `extra` nullable without a default).
+    let mut rows = Vec::new();
+    for b in d.output() {
+        let col = |n: &str| b.data.schema().index_of(n).unwrap();
+        let int = |c: usize, i: usize| {
+            let a = b.data.column(c);
+            (!a.is_null(i)).then(|| a.as_primitive::<Int32Type>().value(i))
+        };
+        let (id, v, extra, flag) = (col("id"), col("v"), col("extra"), col("flag"));
+        for i in 0..b.num_rows() {
+            if matches!(b.kind(i), RowKind::Insert | RowKind::UpdateAfter) {
+                let kept = b
+                    .unchanged
+                    .as_ref()
+                    .is_some_and(|u| u.is_unchanged(flag, i));
+                let note = b.data.column(col("note")).as_string::<i32>();
+                rows.push((
+                    int(id, i),
+                    int(v, i),
+                    int(extra, i),
+                    // A column left to the target holds no value (a placeholder where it
+                    // cannot be NULL).
+                    if kept { None } else { int(flag, i) },
+                    (!note.is_null(i)).then(|| note.value(i).to_string()),
+                    kept,
+                ));
+            }
+        }
+    }
+    assert_eq!(
+        rows,
+        vec![
+            (Some(5001), Some(1), None, None, None, true),
+            (Some(1), Some(5), None, None, Some("row 1".into()), true),
+            (Some(5002), Some(2), Some(3), Some(8), None, false),
+        ]
+    );
+    // A column dropped while the restored job runs.
+    my(&format!(
+        "ALTER TABLE {t} DROP COLUMN extra; INSERT INTO {t} (id, v) VALUES (5003, 3)"
+    ));
+    let err = first_error(&mut d);
+    assert!(
+        err.contains(&t) && err.contains("no longer has column 'extra'"),
+        "{err}"
+    );
+    teardown(name);
+}
+
 #[test]
 fn options_are_checked_before_any_connection() {
     let bad = |o: Value| {

@@ -54,7 +54,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{BooleanArray, UInt8Array};
+use arrow::array::UInt8Array;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use ferry_api::io::FetchSender;
@@ -1953,21 +1953,8 @@ impl Task<'_> {
         let rows = p.kinds.len();
         let mut batch =
             ChangeBatch::with_kinds(table.schema.name.clone(), data, UInt8Array::from(p.kinds));
-        if !p.unchanged.is_empty() {
-            let columns = p
-                .unchanged
-                .into_iter()
-                .map(|(c, at)| {
-                    let mut marks = vec![false; rows];
-                    for r in at {
-                        if let Some(m) = marks.get_mut(r) {
-                            *m = true;
-                        }
-                    }
-                    (c, BooleanArray::from(marks))
-                })
-                .collect();
-            batch = batch.with_unchanged(Unchanged { columns });
+        if let Some(marks) = Unchanged::from_rows(rows, p.unchanged) {
+            batch = batch.with_unchanged(marks);
         }
         let (xid, ts_ms, lsns) = (
             i64::from(xid),
