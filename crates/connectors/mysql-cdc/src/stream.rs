@@ -23,8 +23,14 @@
 //! was written to the binlog but not yet visible to the select). At the high mark it
 //! returns the chunk's rows except those keys, whose newer state (full row images) the
 //! stream has already returned. No lock, no long transaction; a crash re-reads at most the
-//! chunk in flight: a chunk is returned as one batch, and the position after it records
+//! chunks in flight: a chunk is returned as one batch, and the position after it records
 //! its last key.
+//!
+//! With several snapshot readers a window holds a few chunks per reader, read at once on
+//! connections of their own. Once a window is read, the next one is read ahead ([`Ahead`])
+//! while the stream reaches the current window's high mark and hands its rows over: its
+//! touched keys are those the stream returns from the start of its read on (and of the
+//! last transactions before), so the readers do not wait for the stream.
 //!
 //! # Bounded micro-batches (Spark)
 //! Given a [`Bound`] (the server's binlog end, `SHOW MASTER STATUS`, which the driver took
@@ -701,6 +707,25 @@ struct Window {
     last: bool,
 }
 
+/// A window's chunks as read, with the binlog's end after them (its high mark).
+struct WindowRead {
+    chunks: Vec<(RecordBatch, Vec<String>)>,
+    last: bool,
+    high: BinlogPos,
+}
+
+/// The window after the current one, read on the snapshot readers' connections while the
+/// stream reaches the current window's high mark and hands its rows over, so that the
+/// readers do not wait for that.
+struct Ahead {
+    table: usize,
+    /// Keys changed in the stream since its read began, and of the last transactions
+    /// returned before (see [`Window::touched`]).
+    touched: HashSet<Vec<u8>>,
+    /// The read; it gives the connections back.
+    read: tokio::task::JoinHandle<(Vec<mysql_async::Conn>, Result<WindowRead>)>,
+}
+
 /// The transaction being read.
 #[derive(Default)]
 struct Txn {
@@ -741,6 +766,8 @@ struct Task<'a> {
     to_skip: u64,
     pending: Option<Pending>,
     window: Option<Window>,
+    /// The next window, being read.
+    ahead: Option<Ahead>,
     /// The snapshot readers' connections, opened at the first window that needs them.
     readers: Vec<mysql_async::Conn>,
     /// Per table, whether its key is cut by arithmetic (found at its first window).
@@ -843,6 +870,7 @@ async fn run_inner(
         txn: None,
         pending: None,
         window: None,
+        ahead: None,
         readers: Vec::new(),
         plans: HashMap::new(),
         recent: VecDeque::new(),
@@ -882,6 +910,9 @@ async fn run_inner(
             Ok(())
         }
     };
+    if let Some(a) = task.ahead.take() {
+        a.read.abort();
+    }
     let _ = task.sql.disconnect().await;
     for r in task.readers {
         let _ = r.disconnect().await;
@@ -1062,6 +1093,7 @@ impl Task<'_> {
                     let done = !self.pos.file.is_empty()
                         && self.pos.binlog().reached(&stop.binlog())
                         && self.window.is_none()
+                        && self.ahead.is_none()
                         && self.pending.is_none()
                         && self.next_chunk().is_none();
                     if done {
@@ -1724,6 +1756,9 @@ impl Task<'_> {
             if let Some(w) = self.window.as_mut().filter(|w| w.table == p.table) {
                 w.touched.extend(keys.iter().cloned());
             }
+            if let Some(a) = self.ahead.as_mut().filter(|a| a.table == p.table) {
+                a.touched.extend(keys.iter().cloned());
+            }
             self.recent.push_back((p.table, keys));
             while self.recent.len() > RECENT_TXNS {
                 self.recent.pop_front();
@@ -1766,8 +1801,25 @@ impl Task<'_> {
         next_chunk(&self.s, &self.pos)
     }
 
-    /// Reads the next chunks, then takes the server's binlog end as their high mark.
+    /// Makes the next chunks the current window: the window read ahead, once read, or
+    /// else the next chunks read now, then the server's binlog end as their high mark;
+    /// then starts reading the window after it.
     async fn open_window(&mut self) -> Result<()> {
+        if let Some(a) = self.ahead.take() {
+            let (conns, read) = a.read.await.map_err(|e| {
+                FerryError::internal(format!("a snapshot reader's task failed: {e}"))
+            })?;
+            self.readers = conns;
+            let read = read?;
+            self.window = Some(Window {
+                table: a.table,
+                chunks: read.chunks,
+                high: read.high,
+                touched: a.touched,
+                last: read.last,
+            });
+            return self.read_ahead().await;
+        }
         let Some((t, after)) = self.next_chunk() else {
             return Ok(());
         };
@@ -1777,24 +1829,7 @@ impl Task<'_> {
         }
         // The stream stands still while the chunks are read: every change it returns from
         // here on counts against them.
-        if !self.plans.contains_key(&t) {
-            let plan = even_keys(&self.s, &mut self.sql, t).await?;
-            self.plans.insert(t, plan);
-        }
-        let even = self.plans.get(&t).copied().flatten().and_then(|p| {
-            let from = match after.first() {
-                None => None,
-                Some(a) => Some(a.parse::<i128>().ok()?),
-            };
-            let n = self.s.snapshot_readers * CHUNKS_PER_READER;
-            Some(
-                p.cuts(from, n)
-                    .iter()
-                    .map(|c| vec![c.to_string()])
-                    .collect(),
-            )
-        });
-        let cuts = match even {
+        let cuts = match self.even_cuts(t, &after).await? {
             Some(cuts) => cuts,
             None => window_cuts(&self.s, &mut self.sql, t, &after).await?,
         };
@@ -1810,20 +1845,82 @@ impl Task<'_> {
         let high = log.end.ok_or_else(|| {
             FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
         })?;
-        // Transactions already returned whose rows the selects may not have seen yet (in
-        // the binlog, not yet committed in the storage engine when a select ran).
+        self.window = Some(Window {
+            table: t,
+            chunks,
+            high,
+            touched: self.recent_keys(t),
+            last,
+        });
+        self.read_ahead().await
+    }
+
+    /// Keys of the last transactions returned for table `t`: their rows may not be visible
+    /// to a select yet (in the binlog, not yet committed in the storage engine).
+    fn recent_keys(&self, t: usize) -> HashSet<Vec<u8>> {
         let mut touched = HashSet::new();
         for (t2, keys) in &self.recent {
             if *t2 == t {
                 touched.extend(keys.iter().cloned());
             }
         }
-        self.window = Some(Window {
+        touched
+    }
+
+    /// With several snapshot readers and table `t`'s key cut by arithmetic, the cuts of
+    /// the window after key `after`.
+    async fn even_cuts(&mut self, t: usize, after: &[String]) -> Result<Option<Vec<Vec<String>>>> {
+        if !self.plans.contains_key(&t) {
+            let plan = even_keys(&self.s, &mut self.sql, t).await?;
+            self.plans.insert(t, plan);
+        }
+        Ok(self.plans.get(&t).copied().flatten().and_then(|p| {
+            let from = match after.first() {
+                None => None,
+                Some(a) => Some(a.parse::<i128>().ok()?),
+            };
+            let n = self.s.snapshot_readers * CHUNKS_PER_READER;
+            Some(
+                p.cuts(from, n)
+                    .iter()
+                    .map(|c| vec![c.to_string()])
+                    .collect(),
+            )
+        }))
+    }
+
+    /// Starts reading the window after the current one, if chunks are left. Its read
+    /// begins now: every change the stream returns from here on counts against it, and so
+    /// do the last ones returned before (as for a window read while the stream stands
+    /// still).
+    async fn read_ahead(&mut self) -> Result<()> {
+        let Some(w) = &self.window else {
+            return Ok(());
+        };
+        let mut end = self.pos.clone();
+        let name = self.s.tables[w.table].schema.name.to_string();
+        match w.chunks.last() {
+            Some((_, next)) if !w.last => {
+                end.chunk = Some(ChunkProgress {
+                    table: name,
+                    after: next.clone(),
+                })
+            }
+            _ => {
+                end.chunk = None;
+                end.snapshotted.push(name);
+            }
+        }
+        let Some((t, after)) = next_chunk(&self.s, &end) else {
+            return Ok(());
+        };
+        let cuts = self.even_cuts(t, &after).await?;
+        let (s, conns) = (self.s.clone(), std::mem::take(&mut self.readers));
+        let read = tokio::spawn(read_window_ahead(s, conns, t, after, cuts));
+        self.ahead = Some(Ahead {
             table: t,
-            chunks,
-            high,
-            touched,
-            last,
+            touched: self.recent_keys(t),
+            read,
         });
         Ok(())
     }
@@ -1973,6 +2070,49 @@ async fn window_cuts(
 /// readers at once, each on its connection (opened into `conns` as needed), each reading
 /// its chunks one after the other. Returns them in key order, each with the key the next
 /// one starts after, and whether the table has no rows after them.
+/// Reads the window of table `t` after key `after` on the snapshot readers' connections
+/// `conns` (cut at `cuts`, or where the key's index says when not given), then takes the
+/// server's binlog end as its high mark; gives the connections back.
+async fn read_window_ahead(
+    s: Arc<Settings>,
+    mut conns: Vec<mysql_async::Conn>,
+    t: usize,
+    after: Vec<String>,
+    cuts: Option<Vec<Vec<String>>>,
+) -> (Vec<mysql_async::Conn>, Result<WindowRead>) {
+    let read = async {
+        if conns.is_empty() {
+            conns.push(connect_mysql(&s.conn, COMPONENT).await?);
+        }
+        let cuts = match cuts {
+            Some(cuts) => cuts,
+            None => window_cuts(&s, &mut conns[0], t, &after).await?,
+        };
+        let (chunks, last) = if cuts.is_empty() {
+            let (chunk, last_key, last) = read_chunk(
+                &mut conns[0],
+                &s.tables[t],
+                &after,
+                Some(s.split_size),
+                None,
+            )
+            .await?;
+            (vec![(chunk, last_key)], last)
+        } else {
+            read_window(&s, &mut conns, t, after, cuts).await?
+        };
+        let conn = conns
+            .first_mut()
+            .ok_or_else(|| FerryError::internal("no snapshot reader's connection left"))?;
+        let high = server_log(conn, COMPONENT).await?.end.ok_or_else(|| {
+            FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
+        })?;
+        Ok(WindowRead { chunks, last, high })
+    }
+    .await;
+    (conns, read)
+}
+
 async fn read_window(
     s: &Arc<Settings>,
     conns: &mut Vec<mysql_async::Conn>,
