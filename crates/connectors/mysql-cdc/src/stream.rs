@@ -759,7 +759,8 @@ struct Task<'a> {
     /// Table id (from TABLE_MAP) → where its rows go in a captured table, if captured.
     table_ids: HashMap<u64, Option<Arc<ColumnMap>>>,
     /// Per captured table and the names of columns its rows lacked: the columns whose
-    /// values the rows leave to the target (asked of the server once).
+    /// values the rows leave to the target (asked of the server once, and again after
+    /// DDL on the table).
     added: HashMap<(usize, Vec<String>), Vec<usize>>,
     txn: Option<Txn>,
     /// Changes of the first transaction still to drop (a restore inside it).
@@ -1457,6 +1458,9 @@ impl Task<'_> {
                     );
                 }
                 self.ddl.insert(i, text.chars().take(300).collect());
+                // What the catalog said of columns the rows lacked may no longer hold (a
+                // column dropped while the job runs must stop it): ask again.
+                self.added.retain(|(t, _), _| *t != i);
             }
         }
     }
