@@ -19,11 +19,9 @@ use std::sync::Arc;
 use arrow::array::*;
 use arrow::datatypes::{DataType, Fields, TimeUnit};
 use base64::Engine;
-use chrono::NaiveDate;
 use ferry_api::value::{json_to_array, parse_date, parse_decimal, parse_time, parse_timestamp};
 use serde_json::Value;
 
-const UNIX_EPOCH_DAY: i32 = 719_163;
 /// Nesting the decoder follows before giving up (serde_json stops at 128).
 const MAX_DEPTH: usize = 64;
 
@@ -345,11 +343,7 @@ impl JsonDecoder {
                 }
                 let end = string_into(line, p, Some(&mut self.scratch))?;
                 let s = self.scratch.as_str();
-                builder.append_value(
-                    iso_date(s.as_bytes())
-                        .or_else(|| parse_date(s))
-                        .ok_or(GiveUp)?,
-                );
+                builder.append_value(parse_date(s).ok_or(GiveUp)?);
                 Ok(end)
             }
             JCol::Time(builder) => {
@@ -366,11 +360,7 @@ impl JsonDecoder {
                 }
                 let end = string_into(line, p, Some(&mut self.scratch))?;
                 let s = self.scratch.as_str();
-                builder.append_value(
-                    iso_timestamp(s.as_bytes())
-                        .or_else(|| parse_timestamp(s))
-                        .ok_or(GiveUp)?,
-                );
+                builder.append_value(parse_timestamp(s).ok_or(GiveUp)?);
                 Ok(end)
             }
             JCol::Null(n) => {
@@ -600,58 +590,6 @@ fn skip_value(line: &str, p: usize, depth: usize) -> Step<usize> {
     }
 }
 
-fn two(b: &[u8], p: usize) -> Option<u32> {
-    let (x, y) = (b[p].wrapping_sub(b'0'), b[p + 1].wrapping_sub(b'0'));
-    (x < 10 && y < 10).then(|| u32::from(x) * 10 + u32::from(y))
-}
-
-fn ymd(b: &[u8]) -> Option<NaiveDate> {
-    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
-        return None;
-    }
-    let year = two(b, 0)? * 100 + two(b, 2)?;
-    NaiveDate::from_ymd_opt(year as i32, two(b, 5)?, two(b, 8)?)
-}
-
-/// `yyyy-MM-dd` exactly, as [`parse_date`] reads it; `None` for anything else.
-fn iso_date(b: &[u8]) -> Option<i32> {
-    if b.len() != 10 {
-        return None;
-    }
-    Some(chrono::Datelike::num_days_from_ce(&ymd(b)?) - UNIX_EPOCH_DAY)
-}
-
-/// `yyyy-MM-dd[T ]HH:mm:ss[.f…]` (1 to 9 fraction digits) exactly, as
-/// [`parse_timestamp`] reads it; `None` for anything else (leap seconds included).
-fn iso_timestamp(b: &[u8]) -> Option<i64> {
-    if b.len() < 19 || !matches!(b[10], b'T' | b' ') || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let date = ymd(b)?;
-    let (h, m, s) = (two(b, 11)?, two(b, 14)?, two(b, 17)?);
-    if h > 23 || m > 59 || s > 59 {
-        return None;
-    }
-    let mut nanos = 0i64;
-    if b.len() > 19 {
-        let frac = &b[20..];
-        if b[19] != b'.' || frac.is_empty() || frac.len() > 9 {
-            return None;
-        }
-        for c in frac {
-            let d = c.wrapping_sub(b'0');
-            if d > 9 {
-                return None;
-            }
-            nanos = nanos * 10 + i64::from(d);
-        }
-        nanos *= 10i64.pow(9 - frac.len() as u32);
-    }
-    let days = i64::from(chrono::Datelike::num_days_from_ce(&date) - UNIX_EPOCH_DAY);
-    let secs = days * 86_400 + i64::from(h * 3600 + m * 60 + s);
-    Some(secs * 1_000_000 + nanos / 1000)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -758,30 +696,5 @@ mod tests {
             fast(&f, &[r#"{"ts":"2024-02-30 00:00:00"}"#]).err(),
             Some(GiveUp)
         );
-    }
-
-    #[test]
-    fn iso_forms_match_chrono() {
-        for s in [
-            "2024-02-24T14:11:08",
-            "2024-02-24 14:11:08.1",
-            "0001-01-01 00:00:00.000000001",
-            "1960-06-30T23:59:59.999999",
-            "9999-12-31 23:59:59",
-        ] {
-            assert_eq!(iso_timestamp(s.as_bytes()), parse_timestamp(s), "{s}");
-        }
-        for s in [
-            "2024-02-24 14:11:60",
-            "2024-02-24 14:11",
-            "2024-02-24x14:11:08",
-            "2024-02-24 14:11:08.",
-        ] {
-            assert_eq!(iso_timestamp(s.as_bytes()), None, "{s}");
-        }
-        for s in ["2024-02-29", "1900-01-01", "0000-01-01"] {
-            assert_eq!(iso_date(s.as_bytes()), parse_date(s), "{s}");
-        }
-        assert_eq!(iso_date(b"2023-02-29"), None);
     }
 }
