@@ -714,9 +714,9 @@ struct WindowRead {
     high: BinlogPos,
 }
 
-/// The window after the current one, read on the snapshot readers' connections while the
-/// stream reaches the current window's high mark and hands its rows over, so that the
-/// readers do not wait for that.
+/// A window being read on the snapshot readers' connections: the one after the current
+/// window, read while the stream reaches the current one's high mark and hands its rows
+/// over, so that the readers do not wait for that (or the first one, awaited at once).
 struct Ahead {
     table: usize,
     /// Keys changed in the stream since its read began, and of the last transactions
@@ -1805,56 +1805,36 @@ impl Task<'_> {
         next_chunk(&self.s, &self.pos)
     }
 
-    /// Makes the next chunks the current window: the window read ahead, once read, or
-    /// else the next chunks read now, then the server's binlog end as their high mark;
-    /// then starts reading the window after it.
+    /// Makes the next chunks the current window, then starts reading the window after it.
+    /// The next chunks are the window read ahead; when none is under way (the first
+    /// window) they are read now, the stream standing still meanwhile, so that every change
+    /// it returns after them counts against them.
     async fn open_window(&mut self) -> Result<()> {
-        if let Some(a) = self.ahead.take() {
-            let (conns, read) = a.read.await.map_err(|e| {
-                FerryError::internal(format!("a snapshot reader's task failed: {e}"))
-            })?;
-            self.readers = conns;
-            let read = read?;
-            self.window = Some(Window {
-                table: a.table,
-                chunks: read.chunks,
-                high: read.high,
-                touched: a.touched,
-                last: read.last,
-            });
-            return self.read_ahead().await;
+        if self.ahead.is_none() {
+            let Some((t, after)) = self.next_chunk() else {
+                return Ok(());
+            };
+            if self.pos.file.is_empty() {
+                // A start by GTID: wait until the server has said where it is.
+                return Ok(());
+            }
+            self.start_read(t, after).await?;
         }
-        let Some((t, after)) = self.next_chunk() else {
+        let Some(a) = self.ahead.take() else {
             return Ok(());
         };
-        if self.pos.file.is_empty() {
-            // A start by GTID: wait until the server has said where it is.
-            return Ok(());
-        }
-        // The stream stands still while the chunks are read: every change it returns from
-        // here on counts against them.
-        let cuts = match self.even_cuts(t, &after).await? {
-            Some(cuts) => cuts,
-            None => window_cuts(&self.s, &mut self.sql, t, &after).await?,
-        };
-        let (chunks, last) = if cuts.is_empty() {
-            let table = &self.s.tables[t];
-            let (chunk, last_key, last) =
-                read_chunk(&mut self.sql, table, &after, Some(self.s.split_size), None).await?;
-            (vec![(chunk, last_key)], last)
-        } else {
-            read_window(&self.s, &mut self.readers, t, after, cuts).await?
-        };
-        let log = server_log(&mut self.sql, COMPONENT).await?;
-        let high = log.end.ok_or_else(|| {
-            FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
-        })?;
+        let (conns, read) = a
+            .read
+            .await
+            .map_err(|e| FerryError::internal(format!("a snapshot reader's task failed: {e}")))?;
+        self.readers = conns;
+        let read = read?;
         self.window = Some(Window {
-            table: t,
-            chunks,
-            high,
-            touched: self.recent_keys(t),
-            last,
+            table: a.table,
+            chunks: read.chunks,
+            high: read.high,
+            touched: a.touched,
+            last: read.last,
         });
         self.read_ahead().await
     }
@@ -1893,10 +1873,7 @@ impl Task<'_> {
         }))
     }
 
-    /// Starts reading the window after the current one, if chunks are left. Its read
-    /// begins now: every change the stream returns from here on counts against it, and so
-    /// do the last ones returned before (as for a window read while the stream stands
-    /// still).
+    /// Starts reading the window after the current one, if chunks are left.
     async fn read_ahead(&mut self) -> Result<()> {
         let Some(w) = &self.window else {
             return Ok(());
@@ -1918,9 +1895,16 @@ impl Task<'_> {
         let Some((t, after)) = next_chunk(&self.s, &end) else {
             return Ok(());
         };
+        self.start_read(t, after).await
+    }
+
+    /// Starts reading the window of table `t` after key `after` on the snapshot readers'
+    /// connections ([`Ahead`]): every change the stream returns from now on counts against
+    /// it, and so do the last ones returned before.
+    async fn start_read(&mut self, t: usize, after: Vec<String>) -> Result<()> {
         let cuts = self.even_cuts(t, &after).await?;
         let (s, conns) = (self.s.clone(), std::mem::take(&mut self.readers));
-        let read = tokio::spawn(read_window_ahead(s, conns, t, after, cuts));
+        let read = tokio::spawn(read_window_with_high(s, conns, t, after, cuts));
         self.ahead = Some(Ahead {
             table: t,
             touched: self.recent_keys(t),
@@ -2069,15 +2053,10 @@ async fn window_cuts(
     Ok(cuts)
 }
 
-/// Reads a window's chunks: the ranges up to each cut and, when there are fewer cuts than
-/// the window holds, the rest of the table (at most one chunk's rows) after the last, the
-/// readers at once, each on its connection (opened into `conns` as needed), each reading
-/// its chunks one after the other. Returns them in key order, each with the key the next
-/// one starts after, and whether the table has no rows after them.
 /// Reads the window of table `t` after key `after` on the snapshot readers' connections
 /// `conns` (cut at `cuts`, or where the key's index says when not given), then takes the
 /// server's binlog end as its high mark; gives the connections back.
-async fn read_window_ahead(
+async fn read_window_with_high(
     s: Arc<Settings>,
     mut conns: Vec<mysql_async::Conn>,
     t: usize,
@@ -2117,6 +2096,11 @@ async fn read_window_ahead(
     (conns, read)
 }
 
+/// Reads a window's chunks: the ranges up to each cut and, when there are fewer cuts than
+/// the window holds, the rest of the table (at most one chunk's rows) after the last, the
+/// readers at once, each on its connection (opened into `conns` as needed), each reading
+/// its chunks one after the other. Returns them in key order, each with the key the next
+/// one starts after, and whether the table has no rows after them.
 async fn read_window(
     s: &Arc<Settings>,
     conns: &mut Vec<mysql_async::Conn>,
