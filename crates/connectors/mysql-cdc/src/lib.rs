@@ -51,7 +51,7 @@ use ferry_formats::debezium_envelope::{
 use mysql_async::prelude::Queryable;
 use serde_json::{json, Map, Value};
 
-use crate::stream::{CdcTable, Item, Position, Settings, Startup};
+use crate::stream::{CdcTable, Item, Position, Settings, Startup, Stop};
 
 /// The component name in messages.
 pub(crate) const COMPONENT: &str = "source MySQL-CDC";
@@ -60,7 +60,7 @@ pub(crate) const COMPONENT: &str = "source MySQL-CDC";
 const SPLIT_ID: &str = "mysql-cdc";
 
 const STARTUP_MODES: &[&str] = &["initial", "earliest", "latest", "specific", "timestamp"];
-const STOP_MODES: &[&str] = &["never", "latest"];
+const STOP_MODES: &[&str] = &["never", "latest", "specific", "timestamp"];
 const FORMATS: &[&str] = &["DEFAULT", "COMPATIBLE_DEBEZIUM_JSON"];
 
 ferry_api::declare_options! {
@@ -88,8 +88,14 @@ ferry_api::declare_options! {
         specific_gtid: String = "startup.specific-offset.gtid-set", optional;
         /// Milliseconds since 1970 (startup.mode = timestamp).
         startup_timestamp: u64 = "startup.timestamp", optional;
-        /// never: the stream runs until the job stops; latest: the job ends once the snapshot is complete and the stream has reached the binlog's end as of the job's first start (embedded engine only).
+        /// never: the stream runs until the job stops; latest: the job ends once the snapshot is complete and the stream has reached the binlog's end as of the job's first start; specific: before the first transaction that starts at or after stop.specific-offset.*; timestamp: before the first transaction at or after stop.timestamp (embedded engine only, but never).
         stop_mode: String = "stop.mode", default "never", values STOP_MODES;
+        /// The binlog file to stop in (stop.mode = specific).
+        stop_file: String = "stop.specific-offset.file", optional;
+        /// The offset in that file to stop at (stop.mode = specific).
+        stop_pos: u64 = "stop.specific-offset.pos", optional;
+        /// Milliseconds since 1970 (stop.mode = timestamp).
+        stop_timestamp: u64 = "stop.timestamp", optional;
         /// Rows per snapshot chunk (by key).
         split_size: u64 = "snapshot.split.size", default 8096;
         /// Rows per batch of changes (a bigger transaction is handed on in several).
@@ -143,8 +149,8 @@ struct Config {
     fetch_size: usize,
     exactly_once: bool,
     heartbeat: Duration,
-    /// `stop.mode = latest`.
-    stop_latest: bool,
+    /// `stop.mode` and its position or time.
+    stop: Stop,
     /// `format = COMPATIBLE_DEBEZIUM_JSON`: the JSON's settings.
     envelope: Option<EnvelopeOptions>,
 }
@@ -305,16 +311,50 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 ))
             }
         };
-        let stop_latest = match c.stop_mode.to_ascii_lowercase().as_str() {
-            "never" => false,
-            "latest" => true,
+        let stop = match c.stop_mode.to_ascii_lowercase().as_str() {
+            "never" => Stop::Never,
+            "latest" => Stop::Latest,
+            "specific" => match (c.stop_file, c.stop_pos) {
+                (Some(file), Some(pos)) => Stop::Specific(BinlogPos { file, pos }),
+                _ => {
+                    return Err(o.error(
+                        "stop.mode",
+                        "specific needs stop.specific-offset.file and stop.specific-offset.pos",
+                    ))
+                }
+            },
+            "timestamp" => match c.stop_timestamp {
+                Some(ms) => Stop::Timestamp(ms as i64),
+                None => {
+                    return Err(o.error(
+                        "stop.mode",
+                        "timestamp needs stop.timestamp (milliseconds since 1970)",
+                    ))
+                }
+            },
             other => {
                 return Err(o.error(
                     "stop.mode",
-                    format!("'{other}' is not one of never, latest"),
+                    format!("'{other}' is not one of never, latest, specific, timestamp"),
                 ))
             }
         };
+        // A stop before the start would end the job before it read anything it was asked for.
+        match (&start, &stop) {
+            (Startup::Specific(from), Stop::Specific(to)) if !to.reached(from) => {
+                return Err(o.error(
+                    "stop.specific-offset.pos",
+                    format!("the stop {to} is before the start {from} (startup.specific-offset.*)"),
+                ))
+            }
+            (Startup::Timestamp(from), Stop::Timestamp(to)) if to < from => {
+                return Err(o.error(
+                    "stop.timestamp",
+                    format!("{to} is before startup.timestamp {from}"),
+                ))
+            }
+            _ => {}
+        }
         let server_id = match c.server_id {
             Some(s) => parse_server_id(&s).map_err(|m| o.error("server-id", m))?,
             // SeaTunnel picks a random id; one from the job's tables keeps reruns of the
@@ -395,7 +435,7 @@ impl SourceFactory for MySqlCdcSourceFactory {
                 fetch_size: c.fetch_size.max(1) as usize,
                 exactly_once: c.exactly_once,
                 heartbeat,
-                stop_latest,
+                stop,
                 envelope,
             }),
             settings: None,
@@ -545,7 +585,7 @@ impl Source for MySqlCdcSource {
             tables,
             start: c.start.clone(),
             heartbeat: c.heartbeat,
-            stop_latest: c.stop_latest,
+            stop: c.stop.clone(),
             snapshot_readers: 1,
         }));
         Ok(())
@@ -570,12 +610,22 @@ impl Source for MySqlCdcSource {
             .unwrap_or_default()
     }
 
-    /// `stop.mode = latest` ends the reader, which Spark's micro-batches cannot follow: on
-    /// Spark a streaming query's source does not end.
+    /// A `stop.mode` other than `never` ends the reader, which Spark's micro-batches cannot
+    /// follow: on Spark a streaming query's source does not end.
     fn needs_long_lived_reader(&self) -> Option<String> {
-        self.config.stop_latest.then(|| {
-            "stop.mode = latest ends the stream when it reaches the binlog's end as of the job's start; a Spark streaming query cannot end with its source (use stop.mode = never there)".to_string()
-        })
+        let ends = match &self.config.stop {
+            Stop::Never => return None,
+            Stop::Latest => {
+                "stop.mode = latest ends the stream when it reaches the binlog's end as of the job's start".to_string()
+            }
+            Stop::Specific(at) => format!("stop.mode = specific ends the stream at {at}"),
+            Stop::Timestamp(ms) => {
+                format!("stop.mode = timestamp ends the stream at stop.timestamp {ms}")
+            }
+        };
+        Some(format!(
+            "{ends}; a Spark streaming query cannot end with its source (use stop.mode = never there)"
+        ))
     }
 
     /// Restoring a position replays the binlog exactly; a snapshot chunk in flight is read

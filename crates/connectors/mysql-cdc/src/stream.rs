@@ -107,6 +107,26 @@ pub enum Startup {
     Timestamp(i64),
 }
 
+/// Where the stream ends (`stop.mode`). Every variant but `Never` ends it only once every
+/// snapshot is complete; until then the stream goes on past the stop, as the snapshot's rows
+/// are newer than the stop anyway. The stream ends between transactions: one that starts
+/// before the stop is read whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The stream runs until the job stops.
+    Never,
+    /// At the binlog's end as of the job's first start.
+    Latest,
+    /// Before the first transaction that starts at or after this position.
+    Specific(BinlogPos),
+    /// Before the first transaction at or after this time (ms since 1970; binlog events
+    /// carry seconds, so a transaction in the second of the time counts as at it: the
+    /// rule `startup.timestamp` starts by, so a start and a stop at one time neither lose
+    /// nor repeat a transaction), or at the binlog's end once the server's clock has
+    /// passed it with no such transaction.
+    Timestamp(i64),
+}
+
 /// One captured table.
 #[derive(Debug, Clone)]
 pub struct CdcTable {
@@ -170,9 +190,8 @@ pub struct Settings {
     pub heartbeat: Duration,
     /// Connections that read snapshot chunks at once (the source's `parallelism`).
     pub snapshot_readers: usize,
-    /// `stop.mode = latest`: end once every snapshot is complete and the stream has reached
-    /// the binlog's end as of the job's first start.
-    pub stop_latest: bool,
+    /// Where the stream ends (`stop.mode`), once every snapshot is complete.
+    pub stop: Stop,
     /// Keys per row within which an integer key is cut by arithmetic (see [`EvenKeys`]).
     pub even_factor: (f64, f64),
 }
@@ -206,19 +225,36 @@ pub struct Position {
     /// the first one at or after it.
     #[serde(default)]
     pub since_ms: Option<i64>,
-    /// With `stop.mode = latest`: the binlog's end when the job first ran with it; the
-    /// stream ends there once every snapshot is complete.
+    /// With a `stop.mode`: where the stream ends once every snapshot is complete (for
+    /// `latest`, the binlog's end when the job first ran with it; for `timestamp`, known
+    /// once the stream or the server's clock reaches the time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<StopAt>,
 }
 
-/// Where a `stop.mode = latest` job ends: a binlog file and offset.
+/// Where a job with a `stop.mode` ends: a binlog file and offset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StopAt {
     /// The binlog file.
     pub file: String,
     /// The offset in it.
     pub pos: u64,
+    /// The `stop.mode` it was found for: a restore with another one finds its own.
+    #[serde(default)]
+    pub by: StopBy,
+}
+
+/// The `stop.mode` a [`StopAt`] was found for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopBy {
+    /// `latest` (also every stop recorded before the other modes existed).
+    #[default]
+    Latest,
+    /// `specific`.
+    Specific,
+    /// `timestamp`, with its time.
+    Timestamp(i64),
 }
 
 impl StopAt {
@@ -793,7 +829,7 @@ enum Ended {
     Gone,
     /// The bound is reached.
     Reached,
-    /// The `stop.mode = latest` end is reached.
+    /// The `stop.mode` end is reached.
     Stopped,
 }
 
@@ -813,20 +849,31 @@ async fn run_inner(
         Some(p) => p,
         None => first_position(&s, &mut sql, bound.as_ref()).await?,
     };
-    if !s.stop_latest {
-        pos.stop = None;
-    } else if pos.stop.is_none() {
-        let end = server_log(&mut sql, COMPONENT).await?.end.ok_or_else(|| {
-            FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
-        })?;
-        tracing::info!(
-            "{COMPONENT}: stop.mode = latest: the stream ends at {end} once the snapshot is complete"
-        );
-        pos.stop = Some(StopAt {
-            file: end.file,
-            pos: end.pos,
-        });
-    }
+    pos.stop = match &s.stop {
+        Stop::Never => None,
+        Stop::Latest => match pos.stop.take() {
+            Some(at) if at.by == StopBy::Latest => Some(at),
+            _ => {
+                let end = server_log(&mut sql, COMPONENT).await?.end.ok_or_else(|| {
+                    FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
+                })?;
+                tracing::info!(
+                    "{COMPONENT}: stop.mode = latest: the stream ends at {end} once the snapshot is complete"
+                );
+                Some(StopAt {
+                    file: end.file,
+                    pos: end.pos,
+                    by: StopBy::Latest,
+                })
+            }
+        },
+        Stop::Specific(at) => Some(StopAt {
+            file: at.file.clone(),
+            pos: at.pos,
+            by: StopBy::Specific,
+        }),
+        Stop::Timestamp(ms) => pos.stop.take().filter(|at| at.by == StopBy::Timestamp(*ms)),
+    };
     if !pos.file.is_empty() {
         let logs = binary_logs(&mut sql, COMPONENT).await?;
         if !logs.iter().any(|(f, _)| *f == pos.file) {
@@ -1093,10 +1140,7 @@ impl Task<'_> {
                 if let Some(stop) = &self.pos.stop {
                     let done = !self.pos.file.is_empty()
                         && self.pos.binlog().reached(&stop.binlog())
-                        && self.window.is_none()
-                        && self.ahead.is_none()
-                        && self.pending.is_none()
-                        && self.next_chunk().is_none();
+                        && self.snapshot_done();
                     if done {
                         return Ok(Ended::Stopped);
                     }
@@ -1136,7 +1180,28 @@ impl Task<'_> {
             if !self.on_event(ev).await? {
                 return Ok(Ended::Gone);
             }
+            // A transaction that starts at or after the stop, once the snapshot is complete,
+            // ends the stream unread; the position stays at its start (its GTID is applied
+            // only at its commit), so a restore without the stop reads it.
+            if let (Some(t), Some(stop)) = (&self.txn, &self.pos.stop) {
+                if t.start.reached(&stop.binlog()) && self.snapshot_done() {
+                    let start = t.start.clone();
+                    self.txn = None;
+                    self.pos.file = start.file;
+                    self.pos.pos = start.pos;
+                    self.pos.skip = 0;
+                    return Ok(Ended::Stopped);
+                }
+            }
         }
+    }
+
+    /// No chunk is read, waiting or left.
+    fn snapshot_done(&self) -> bool {
+        self.window.is_none()
+            && self.ahead.is_none()
+            && self.pending.is_none()
+            && self.next_chunk().is_none()
     }
 
     fn stream_error(&self, e: mysql_async::Error) -> FerryError {
@@ -1167,8 +1232,28 @@ impl Task<'_> {
     /// Asks the server for its binlog end, for the lag figures.
     async fn status(&mut self) -> Result<()> {
         self.last_status = Instant::now();
+        // `stop.mode = timestamp` with no transaction at or after the time yet: once the
+        // server's clock has passed it, the binlog's end (read after the clock) is the stop.
+        let clock_passed = match self.s.stop {
+            Stop::Timestamp(ms) if self.pos.stop.is_none() => {
+                let q = "SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+                let now: Option<i64> = self.sql.query_first(q).await.map_err(|e| my(e, q))?;
+                now.is_some_and(|now| now >= ms).then_some(ms)
+            }
+            _ => None,
+        };
         let log = server_log(&mut self.sql, COMPONENT).await?;
         let Some(end) = log.end else { return Ok(()) };
+        if let Some(ms) = clock_passed {
+            tracing::info!(
+                "{COMPONENT}: the server's clock passed stop.timestamp {ms} with no transaction after it; the stream ends at {end} once the snapshot is complete"
+            );
+            self.pos.stop = Some(StopAt {
+                file: end.file.clone(),
+                pos: end.pos,
+                by: StopBy::Timestamp(ms),
+            });
+        }
         let lag = if end.file == self.pos.file {
             end.pos.saturating_sub(self.pos.pos)
         } else if self.pos.file.is_empty() {
@@ -1213,6 +1298,23 @@ impl Task<'_> {
             file: self.file.clone(),
             pos: header_pos.saturating_sub(size),
         };
+        if let Stop::Timestamp(ms) = self.s.stop {
+            let earlier = self
+                .pos
+                .stop
+                .as_ref()
+                .is_none_or(|at| !start.reached(&at.binlog()));
+            if (secs as i64) * 1000 >= ms && earlier {
+                tracing::info!(
+                    "{COMPONENT}: the first transaction at or after stop.timestamp {ms} is at {start}; the stream ends there once the snapshot is complete"
+                );
+                self.pos.stop = Some(StopAt {
+                    file: start.file.clone(),
+                    pos: start.pos,
+                    by: StopBy::Timestamp(ms),
+                });
+            }
+        }
         let passed_over = match self.pos.since_ms {
             Some(ms) if (secs as i64) * 1000 < ms => true,
             Some(_) => {
@@ -1304,7 +1406,10 @@ impl Task<'_> {
                 // file the stream is in and waits for more: outside a transaction, every
                 // transaction before a bound at or behind that point has been returned
                 // (whatever events there were that do not move the position).
-                // The same for the `stop.mode = latest` end.
+                // The same for a `stop.mode` end, where the position moves to the
+                // heartbeat's: a `specific` stop may lie inside a transaction, and no
+                // transaction starts between the stop and the heartbeat (it would have ended
+                // the stream, or moved the position past it).
                 if let Some(stop) = self.pos.stop.clone() {
                     let at = BinlogPos {
                         file: self.file.clone(),
@@ -1316,8 +1421,8 @@ impl Task<'_> {
                         && at.reached(&stop)
                         && !self.pos.binlog().reached(&stop)
                     {
-                        self.pos.file = stop.file;
-                        self.pos.pos = stop.pos;
+                        self.pos.file = at.file;
+                        self.pos.pos = at.pos;
                         self.pos.skip = 0;
                     }
                 }

@@ -537,7 +537,9 @@ fn options_are_checked_before_any_connection() {
     assert!(bad(base(json!({"startup.mode": "timestamp"}))).contains("startup.timestamp"));
     assert!(bad(base(json!({"server-id": "6000-5000"}))).contains("server-id"));
     assert!(bad(base(json!({"server-id": "abc"}))).contains("server-id"));
-    assert!(bad(base(json!({"stop.mode": "specific"}))).contains("stop.mode"));
+    assert!(bad(base(json!({"stop.mode": "specific"}))).contains("stop.specific-offset"));
+    assert!(bad(base(json!({"stop.mode": "timestamp"}))).contains("stop.timestamp"));
+    assert!(bad(base(json!({"stop.mode": "earliest"}))).contains("stop.mode"));
     assert!(bad(base(json!({"schema-changes.enabled": true}))).contains("schema"));
     assert!(bad(base(
         json!({"table-names-config": [{"table": "db.other", "primaryKeys": ["id"]}]})
@@ -1032,5 +1034,149 @@ fn stop_mode_latest_ends_at_the_binlog_end_of_the_start() {
     }
     assert_eq!(d.rows_read(), 0);
     d.close().unwrap();
+    teardown(name);
+}
+
+/// The server's binlog end (`SHOW MASTER STATUS`) as (file, offset).
+fn binlog_end() -> (String, u64) {
+    let row = my("SHOW MASTER STATUS").remove(0);
+    (row[0].clone(), row[1].parse().unwrap())
+}
+
+/// Steps `d` until it finishes (at most 30 s) and returns its rows as (id, v, kind).
+fn read_to_the_end(d: &mut SourceDriver) -> Vec<(i32, i32, RowKind)> {
+    let t0 = Instant::now();
+    while !d.is_finished() {
+        d.step().unwrap();
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "not finished after 30 s"
+        );
+    }
+    events(&d.take_output())
+}
+
+/// `stop.mode = specific` and `timestamp` end the stream between transactions: one that
+/// starts before the stop is read whole (a stop inside it included), the first one at or
+/// after it is not read, and the recorded position is its start, so a restore without a
+/// stop reads it and repeats nothing. A time no transaction reaches ends the stream once
+/// the server's clock passes it. A stop before the start is refused.
+#[test]
+fn stop_modes_specific_and_timestamp_end_before_the_first_transaction_past_the_stop() {
+    let name = "stopat";
+    setup(name, "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)");
+    let t = format!("ferry_mcdc_{name}.t");
+    let txn = |ids: [i32; 3]| {
+        my(&format!(
+            "BEGIN; INSERT INTO {t} VALUES ({}, 0); INSERT INTO {t} VALUES ({}, 0); \
+             INSERT INTO {t} VALUES ({}, 0); COMMIT;",
+            ids[0], ids[1], ids[2]
+        ));
+    };
+    let (file, p0) = binlog_end();
+    txn([1, 2, 3]);
+    let (_, p1) = binlog_end();
+    txn([4, 5, 6]);
+    // B's last byte, or inside a transaction of another test written right after B, which
+    // starts after B as well: either way B starts before it and C after it.
+    let (_, p2) = binlog_end();
+    // Transaction C lies in a later second than B, and the stop time at its second's start.
+    std::thread::sleep(Duration::from_millis(1100));
+    let t_stop: i64 = my("SELECT UNIX_TIMESTAMP() * 1000")[0][0].parse().unwrap();
+    txn([7, 8, 9]);
+    let (_, p3) = binlog_end();
+    let from = json!({"startup.mode": "specific", "startup.specific-offset.file": file,
+        "startup.specific-offset.pos": p0});
+    let with = |extra: Value| {
+        let mut o = from.clone();
+        if let (Value::Object(m), Value::Object(e)) = (&mut o, extra) {
+            m.extend(e);
+        }
+        o
+    };
+    let ids = |ev: &[(i32, i32, RowKind)]| ev.iter().map(|e| e.0).collect::<Vec<_>>();
+
+    // At the end of A: A only.
+    let s = source(
+        name,
+        6111,
+        with(
+            json!({"stop.mode": "specific", "stop.specific-offset.file": file,
+            "stop.specific-offset.pos": p1}),
+        ),
+    )
+    .unwrap();
+    let why = s.needs_long_lived_reader().unwrap_or_default();
+    assert!(why.contains("stop.mode = specific"), "{why}");
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    assert_eq!(ids(&read_to_the_end(&mut d)), [1, 2, 3]);
+    d.close().unwrap();
+
+    // Inside B: B whole; the position is past it, from which a restore without a stop
+    // reads C and nothing before it. (Other tests write to the same binlog: the stop is
+    // B's last byte, not p1 + 1, which could fall into one of theirs before B.)
+    let s = source(
+        name,
+        6111,
+        with(
+            json!({"stop.mode": "specific", "stop.specific-offset.file": file,
+            "stop.specific-offset.pos": p2 - 1}),
+        ),
+    )
+    .unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    assert_eq!(ids(&read_to_the_end(&mut d)), [1, 2, 3, 4, 5, 6]);
+    let end = d.snapshot().unwrap();
+    d.close().unwrap();
+    let never = source(name, 6111, with(json!({}))).unwrap();
+    let mut d = SourceDriver::restore(never.as_ref(), 1, job(JobMode::Streaming), &end).unwrap();
+    step_until(&mut d, |out| events(out).len() >= 3).unwrap();
+    for _ in 0..20 {
+        d.step().unwrap();
+    }
+    assert_eq!(ids(&events(&d.take_output())), [7, 8, 9]);
+    d.close().unwrap();
+
+    // At C's second: A and B.
+    let s = source(
+        name,
+        6111,
+        with(json!({"stop.mode": "timestamp", "stop.timestamp": t_stop})),
+    )
+    .unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    assert_eq!(ids(&read_to_the_end(&mut d)), [1, 2, 3, 4, 5, 6]);
+    d.close().unwrap();
+
+    // After C with no transaction later: ends once the clock has passed the time.
+    let soon: i64 = my("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + 1500")[0][0]
+        .parse()
+        .unwrap();
+    let s = source(
+        name,
+        6111,
+        json!({"startup.mode": "specific", "startup.specific-offset.file": file,
+            "startup.specific-offset.pos": p3, "stop.mode": "timestamp", "stop.timestamp": soon}),
+    )
+    .unwrap();
+    let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+    assert!(read_to_the_end(&mut d).is_empty());
+    d.close().unwrap();
+
+    // A stop before the start.
+    let e = source(
+        name,
+        6111,
+        json!({"startup.mode": "specific", "startup.specific-offset.file": file,
+            "startup.specific-offset.pos": p1, "stop.mode": "specific",
+            "stop.specific-offset.file": file, "stop.specific-offset.pos": p0}),
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        e.contains("stop.specific-offset.pos") && e.contains("before"),
+        "{e}"
+    );
     teardown(name);
 }
