@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::chaos::{self, BIG_EVERY, SECRET};
-use common::{psql, repo_root};
+use common::{psql, repo_root, Engine};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -421,6 +421,18 @@ sink {{
 
 #[test]
 fn a_savepoint_restored_with_an_added_table_reads_that_table_from_its_snapshot() {
+    restore_with_an_added_table(Engine::Local);
+}
+
+/// The same on Spark: the restored query reads the added table from its snapshot in its
+/// micro-batches and goes on with the first from its offset log.
+#[test]
+fn a_savepoint_restored_with_an_added_table_reads_that_table_from_its_snapshot_on_spark() {
+    restore_with_an_added_table(Engine::Spark);
+}
+
+fn restore_with_an_added_table(engine: Engine) {
+    engine.check_installed();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     drop_slot("test", "ferry_grow");
     psql(
@@ -435,7 +447,7 @@ fn a_savepoint_restored_with_an_added_table_reads_that_table_from_its_snapshot()
     let ckpt = dir.path().join("ckpt");
     let job = dir.path().join("job.conf");
     let same = |t: &str| {
-        common::eventually(Duration::from_secs(60), || {
+        common::eventually(engine.patience(), || {
             psql(
                 "test",
                 &format!("SELECT to_regclass('ferry_cdc_grow.dst_{t}') IS NOT NULL"),
@@ -451,25 +463,26 @@ fn a_savepoint_restored_with_an_added_table_reads_that_table_from_its_snapshot()
     };
     // First run: table a only, stopped with a savepoint.
     std::fs::write(&job, grown_job(&["a"])).unwrap();
-    let mut child = common::start_job(&job, "grow", &ckpt, &[]);
+    let mut child = common::start_job(&job, "grow", &ckpt, engine.args());
     let first = same("a");
     common::request_savepoint("grow", &ckpt);
-    let status = common::wait_for(&mut child, Duration::from_secs(60), "the first run");
+    let status = common::wait_for(&mut child, engine.patience(), "the first run");
     let err = common::stderr_of(child);
+    let batches = common::spark_batches(&ckpt, "grow");
     assert!(first && status.success(), "{err}");
     psql("test", "INSERT INTO ferry_cdc_grow.a VALUES (501, 'while stopped'); UPDATE ferry_cdc_grow.b SET v = 'changed' WHERE id = 1");
     // Restored with table b added: b is read from its snapshot, a goes on from the savepoint.
     std::fs::write(&job, grown_job(&["a", "b"])).unwrap();
-    let mut child = common::start_job(&job, "grow", &ckpt, &[]);
+    let mut child = common::start_job(&job, "grow", &ckpt, engine.args());
     psql("test", "INSERT INTO ferry_cdc_grow.b VALUES (701, 'new'); DELETE FROM ferry_cdc_grow.a WHERE id = 2");
     let both = same("a") && same("b");
     common::request_savepoint("grow", &ckpt);
-    let status = common::wait_for(&mut child, Duration::from_secs(60), "the restored run");
+    let status = common::wait_for(&mut child, engine.patience(), "the restored run");
     let err = common::stderr_of(child);
     assert!(both, "the targets differ after the restore: {err}");
     assert!(status.success(), "{err}");
     assert!(
-        err.contains("resuming"),
+        engine.resumed(&err, &ckpt, "grow", batches),
         "the second run did not resume: {err}"
     );
     drop_slot("test", "ferry_grow");
@@ -484,19 +497,32 @@ fn a_savepoint_restored_with_an_added_table_reads_that_table_from_its_snapshot()
 /// own, as the source holds it, instead of writing NULL into it.
 #[test]
 fn seatunnels_restore_with_an_added_column_writes_that_column() {
+    restore_with_an_added_column(Engine::Local);
+}
+
+/// The same on Spark: the first run's query resumes from its offset log with the table
+/// wider than when it stopped.
+#[test]
+fn seatunnels_restore_with_an_added_column_writes_that_column_on_spark() {
+    restore_with_an_added_column(Engine::Spark);
+}
+
+fn restore_with_an_added_column(engine: Engine) {
+    engine.check_installed();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     inventory();
     let slot = "ferry_add_field";
     drop_slot("postgres_cdc", slot);
     let job = case("postgrescdc_to_postgres_test_add_Filed.conf");
     let vars = format!("slot_name={slot}");
-    let args = ["-i", vars.as_str()];
+    let mut args = vec!["-i", vars.as_str()];
+    args.extend(engine.args());
     let (source, target) = (
         "inventory.postgres_cdc_table_3",
         "inventory.sink_postgres_cdc_table_3",
     );
     let same = || {
-        common::eventually(Duration::from_secs(60), || {
+        common::eventually(engine.patience(), || {
             equal_tables("postgres_cdc", source, target)
         })
     };
@@ -505,8 +531,9 @@ fn seatunnels_restore_with_an_added_column_writes_that_column() {
     let mut child = common::start_job(&job, "add-field", &ckpt, &args);
     let first = same();
     common::request_savepoint("add-field", &ckpt);
-    let status = common::wait_for(&mut child, Duration::from_secs(60), "the first run");
+    let status = common::wait_for(&mut child, engine.patience(), "the first run");
     let err = common::stderr_of(child);
+    let batches = common::spark_batches(&ckpt, "add-field");
     assert!(
         first && status.success(),
         "the first run: {}\nvs\n{}\n{err}",
@@ -530,7 +557,7 @@ fn seatunnels_restore_with_an_added_column_writes_that_column() {
     );
     let restored = same();
     common::request_savepoint("add-field", &ckpt);
-    let status = common::wait_for(&mut child, Duration::from_secs(60), "the restored run");
+    let status = common::wait_for(&mut child, engine.patience(), "the restored run");
     let err = common::stderr_of(child);
     assert!(
         restored,
@@ -540,7 +567,7 @@ fn seatunnels_restore_with_an_added_column_writes_that_column() {
     );
     assert!(status.success(), "{err}");
     assert!(
-        err.contains("resuming"),
+        engine.resumed(&err, &ckpt, "add-field", batches),
         "the second run did not resume: {err}"
     );
     assert_eq!(

@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::chaos::{self, BIG_EVERY};
-use common::{repo_root, Rng};
+use common::{repo_root, Engine, Rng};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -237,6 +237,18 @@ fn seatunnels_multi_table_job_copies_each_table_into_its_own() {
 /// with a second table, which is read from its snapshot.
 #[test]
 fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot() {
+    restore_with_an_added_table(Engine::Local);
+}
+
+/// The same on Spark: the restored query reads the added table from its snapshot in its
+/// micro-batches and goes on with the first from its offset log.
+#[test]
+fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot_on_spark() {
+    restore_with_an_added_table(Engine::Spark);
+}
+
+fn restore_with_an_added_table(engine: Engine) {
+    engine.check_installed();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     inventory();
     let (s1, s2) = (
@@ -253,26 +265,27 @@ fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot() {
         &case("mysqlcdc_to_mysql_with_multi_table_mode_one_table.conf"),
         "restore",
         &ckpt,
-        &[],
+        engine.args(),
     );
     upsert_delete(s1);
-    let first = common::eventually(Duration::from_secs(60), || table_rows(s1) == table_rows(t1));
+    let first = common::eventually(engine.patience(), || table_rows(s1) == table_rows(t1));
     common::request_savepoint("restore", &ckpt);
-    let status = common::wait_for(&mut child, Duration::from_secs(60), "the first run");
+    let status = common::wait_for(&mut child, engine.patience(), "the first run");
     let err = common::stderr_of(child);
+    let batches = common::spark_batches(&ckpt, "restore");
     assert!(first && status.success(), "{err}");
     let mut child = common::start_job(
         &case("mysqlcdc_to_mysql_with_multi_table_mode_two_table.conf"),
         "restore",
         &ckpt,
-        &[],
+        engine.args(),
     );
     upsert_delete(s2);
-    let both = common::eventually(Duration::from_secs(60), || {
+    let both = common::eventually(engine.patience(), || {
         table_rows(s1) == table_rows(t1) && table_rows(s2) == table_rows(t2)
     });
     common::request_savepoint("restore", &ckpt);
-    let status = common::wait_for(&mut child, Duration::from_secs(60), "the restored run");
+    let status = common::wait_for(&mut child, engine.patience(), "the restored run");
     let err = common::stderr_of(child);
     assert!(
         both,
@@ -282,7 +295,7 @@ fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot() {
     );
     assert!(status.success(), "{err}");
     assert!(
-        err.contains("resuming"),
+        engine.resumed(&err, &ckpt, "restore", batches),
         "the second run did not resume: {err}"
     );
 }
@@ -294,6 +307,18 @@ fn seatunnels_restore_with_an_added_table_reads_that_table_from_its_snapshot() {
 /// names, with the target's default where the rows written before lack the column.
 #[test]
 fn a_restore_with_added_columns_writes_them_and_the_changes_before() {
+    restore_with_added_columns(Engine::Local);
+}
+
+/// The same on Spark: the query resumes from its offset log with the tables wider than
+/// when it stopped.
+#[test]
+fn a_restore_with_added_columns_writes_them_and_the_changes_before_on_spark() {
+    restore_with_added_columns(Engine::Spark);
+}
+
+fn restore_with_added_columns(engine: Engine) {
+    engine.check_installed();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     inventory();
     let (s1, t1) = (
@@ -308,11 +333,12 @@ fn a_restore_with_added_columns_writes_them_and_the_changes_before() {
     let job = case("mysqlcdc_to_mysql_with_multi_table_mode_one_table.conf");
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("ckpt");
-    let mut child = common::start_job(&job, "add-column", &ckpt, &[]);
-    let first = common::eventually(Duration::from_secs(60), || table_rows(s1) == table_rows(t1));
+    let mut child = common::start_job(&job, "add-column", &ckpt, engine.args());
+    let first = common::eventually(engine.patience(), || table_rows(s1) == table_rows(t1));
     common::request_savepoint("add-column", &ckpt);
-    let status = common::wait_for(&mut child, Duration::from_secs(60), "the first run");
+    let status = common::wait_for(&mut child, engine.patience(), "the first run");
     let err = common::stderr_of(child);
+    let batches = common::spark_batches(&ckpt, "add-column");
     assert!(first && status.success(), "{err}");
     upsert_delete(s1);
     for table in [s1, t1] {
@@ -322,15 +348,15 @@ fn a_restore_with_added_columns_writes_them_and_the_changes_before() {
         ));
     }
     mariadb(&format!("UPDATE {s1} SET f_added = 1 WHERE id = 6"));
-    let mut child = common::start_job(&job, "add-column", &ckpt, &[]);
+    let mut child = common::start_job(&job, "add-column", &ckpt, engine.args());
     mariadb(&format!(
         "UPDATE {s1} SET f_added = 10000, f_flag = 8 WHERE id = 3"
     ));
-    let same = common::eventually(Duration::from_secs(60), || {
+    let same = common::eventually(engine.patience(), || {
         table_rows(s1) == table_rows(t1) && added(s1) == added(t1)
     });
     common::request_savepoint("add-column", &ckpt);
-    let status = common::wait_for(&mut child, Duration::from_secs(60), "the restored run");
+    let status = common::wait_for(&mut child, engine.patience(), "the restored run");
     let err = common::stderr_of(child);
     assert!(
         same,
@@ -342,7 +368,7 @@ fn a_restore_with_added_columns_writes_them_and_the_changes_before() {
     );
     assert!(status.success(), "{err}");
     assert!(
-        err.contains("resuming"),
+        engine.resumed(&err, &ckpt, "add-column", batches),
         "the second run did not resume: {err}"
     );
     assert!(

@@ -423,3 +423,70 @@ pub fn spark_batch_in_snapshot(offsets: &std::path::Path) -> bool {
                 || t.contains("\"state\":null")
         })
 }
+
+/// The engine an end-to-end test runs a job on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// The embedded engine (`ferry run`'s default).
+    Local,
+    /// `--engine spark`, with the virtual environment `scripts/setup-spark` makes.
+    Spark,
+}
+
+impl Engine {
+    /// The arguments of `ferry run` that pick the engine.
+    pub fn args(self) -> &'static [&'static str] {
+        match self {
+            Engine::Local => &[],
+            Engine::Spark => &["--engine", "spark"],
+        }
+    }
+
+    /// How long a run may take to reach a state a test waits for: upper bounds, not
+    /// delays. A Spark session alone took 60 s to start on a loaded 2-core machine.
+    pub fn patience(self) -> Duration {
+        match self {
+            Engine::Local => Duration::from_secs(60),
+            Engine::Spark => Duration::from_secs(240),
+        }
+    }
+
+    /// Fails with what to run when the Spark engine's environment is missing.
+    pub fn check_installed(self) {
+        if self == Engine::Spark {
+            let venv = PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+                .join(".cache/ferry/spark-venv/bin/python");
+            assert!(
+                std::env::var_os("FERRY_SPARK_PYTHON").is_some() || venv.exists(),
+                "{} is missing: run scripts/setup-spark first",
+                venv.display()
+            );
+        }
+    }
+
+    /// Whether a restored run resumed its checkpoint: the embedded engine says so on
+    /// stderr; a Spark run goes on with its query's offset log, which then holds more
+    /// micro-batches than `before` (counted with [`spark_batches`] after the first run).
+    pub fn resumed(self, stderr: &str, ckpt: &Path, job_id: &str, before: usize) -> bool {
+        match self {
+            Engine::Local => stderr.contains("resuming"),
+            Engine::Spark => before > 0 && spark_batches(ckpt, job_id) > before,
+        }
+    }
+}
+
+/// Micro-batches Spark logged for `job_id` in `ckpt` (it writes `N` and `.N.crc` in the
+/// query's offset log).
+pub fn spark_batches(ckpt: &Path, job_id: &str) -> usize {
+    std::fs::read_dir(ckpt.join(job_id).join("query-0/offsets"))
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.parse::<u64>().is_ok())
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
