@@ -620,20 +620,7 @@ sink {
     .unwrap();
     let ckpt = dir.path().join("ckpt");
     let offsets = ckpt.join("mcdcspark/query-0/offsets");
-    // Micro-batches logged (Spark writes `N` and its checksum `.N.crc`).
-    let batches = || {
-        std::fs::read_dir(&offsets)
-            .map(|rd| {
-                rd.flatten()
-                    .filter(|e| {
-                        e.file_name()
-                            .to_str()
-                            .is_some_and(|n| n.parse::<u64>().is_ok())
-                    })
-                    .count()
-            })
-            .unwrap_or(0)
-    };
+    let batches = || common::spark_batches(&ckpt, "mcdcspark");
     // Whether the latest logged micro-batch (the one a restart replays) starts before the
     // snapshot's end.
     let in_snapshot = || common::spark_batch_in_snapshot(&offsets);
