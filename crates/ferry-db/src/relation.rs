@@ -7,7 +7,7 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 use ferry_api::catalog::ColumnInfo;
 use ferry_api::{CatalogInfo, ConstraintType, Result, TableId, TableSchema};
 
-use crate::catalog::{describe_mysql, describe_pg, Described};
+use crate::catalog::{describe_mysql, describe_pg, literal, Described};
 use crate::conn::{connect_mysql, connect_pg, ConnInfo, Dialect};
 use crate::types::ColumnDef;
 
@@ -53,6 +53,48 @@ impl TablePath {
         parts.push(&self.table);
         dialect.quote_path(&parts)
     }
+
+    /// A query for the server's own estimate of the table's rows: at most one row of one
+    /// text value, NULL or no row when the server has none ([`estimated_rows`] reads it).
+    /// Planning splits needs no exact count, and `count(*)` reads the whole table (on
+    /// InnoDB 0.9 s for a million rows here, on PostgreSQL 0.2 s), which the reads then do
+    /// again.
+    ///
+    /// - PostgreSQL: the planner's estimate, rows per page as of the last `ANALYZE` times
+    ///   the table's pages now, so a table that grew since is not under-counted; none for a
+    ///   table never analyzed.
+    /// - MySQL/MariaDB: `information_schema.TABLES.TABLE_ROWS`, which InnoDB keeps current
+    ///   on every insert and delete from a sampled base.
+    pub fn estimated_rows_query(&self, dialect: Dialect) -> String {
+        match dialect {
+            Dialect::Postgres => format!(
+                "SELECT CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN \
+                 round(c.reltuples / c.relpages * (pg_relation_size(c.oid) / \
+                 current_setting('block_size')::float8))::bigint::text END \
+                 FROM pg_class c WHERE c.oid = to_regclass({})",
+                literal(dialect, &self.quoted(dialect))
+            ),
+            Dialect::MySql => {
+                let db = self
+                    .database
+                    .as_deref()
+                    .or(self.schema.as_deref())
+                    .map_or("DATABASE()".to_string(), |d| literal(dialect, d));
+                format!(
+                    "SELECT CAST(TABLE_ROWS AS CHAR) FROM information_schema.TABLES \
+                     WHERE TABLE_SCHEMA = {db} AND TABLE_NAME = {}",
+                    literal(dialect, &self.table)
+                )
+            }
+        }
+    }
+}
+
+/// The estimate [`TablePath::estimated_rows_query`] returned, when it is one: a positive
+/// number (an empty table's estimate is no better than none, as a table never analyzed
+/// also says 0).
+pub fn estimated_rows(text: Option<&str>) -> Option<i128> {
+    text?.trim().parse::<i128>().ok().filter(|n| *n > 0)
 }
 
 /// A table or query as [`describe`] found it.

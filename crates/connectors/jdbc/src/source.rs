@@ -42,7 +42,7 @@ use serde_json::{json, Value};
 use ferry_db::catalog::{literal, pg_rows};
 use ferry_db::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect, CONN_OPTIONS};
 use ferry_db::decode::{Builders, CopyDecoder};
-use ferry_db::relation::{describe, TablePath};
+use ferry_db::relation::{describe, estimated_rows, TablePath};
 use ferry_db::types::ColumnDef;
 
 const COMPONENT: &str = "source Jdbc";
@@ -631,8 +631,26 @@ impl JdbcEnumerator {
             return Ok(vec![None]);
         }
         let q = d.quote(&key.name);
+        // A whole table's row count from the server's estimate (the splits' sizes need no
+        // exact one, and counting reads the table once more); a filtered one is counted.
+        let estimate = match (&t.filter, spec.table_path.as_deref()) {
+            (None, Some(path)) => {
+                let r = self
+                    .scalar_row(&TablePath::parse(d, path).estimated_rows_query(d))
+                    .await?;
+                estimated_rows(r.first().cloned().flatten().as_deref())
+            }
+            _ => None,
+        };
+        let count_sql = if estimate.is_some() {
+            "NULL"
+        } else {
+            "COUNT(*)"
+        };
         let r = self
-            .scalar_row(&format!("SELECT COUNT(*), MIN({q}), MAX({q}) FROM {from}"))
+            .scalar_row(&format!(
+                "SELECT {count_sql}, MIN({q}), MAX({q}) FROM {from}"
+            ))
             .await?;
         let num = |i: usize| {
             r.get(i)
@@ -640,7 +658,7 @@ impl JdbcEnumerator {
                 .flatten()
                 .and_then(|s| s.parse::<i128>().ok())
         };
-        let (Some(count), Some(lo), Some(hi)) = (num(0), num(1), num(2)) else {
+        let (Some(count), Some(lo), Some(hi)) = (estimate.or(num(0)), num(1), num(2)) else {
             return Ok(vec![None]);
         };
         let size = spec.split_size as i128;

@@ -1062,3 +1062,61 @@ fn sinks_keep_the_targets_value_where_an_update_leaves_a_column_unchanged() {
     );
     assert!(pg("SELECT * FROM ferry_t_pg_unch.q").is_empty());
 }
+
+/// The row estimates splits are planned from instead of `count(*)`: PostgreSQL's none for
+/// a table never analyzed (the source counts), the planner's after `ANALYZE`, scaled to
+/// the pages of a table that grew since; MariaDB's kept current by InnoDB.
+#[test]
+fn row_estimates_follow_the_table_and_are_none_before_postgres_analyzes() {
+    use ferry_db::relation::{estimated_rows, TablePath};
+    use ferry_db::Dialect;
+    let estimate = |rows: Vec<Vec<Option<String>>>| {
+        estimated_rows(
+            rows.into_iter()
+                .next()
+                .and_then(|r| r.into_iter().next())
+                .flatten()
+                .as_deref(),
+        )
+    };
+    let within = |n: Option<i128>, want: i128| n.is_some_and(|n| (n - want).abs() * 4 <= want);
+    let path = TablePath::parse(Dialect::Postgres, "ferry_t_estimate.t");
+    let q = path.estimated_rows_query(Dialect::Postgres);
+    pg(
+        "DROP SCHEMA IF EXISTS ferry_t_estimate CASCADE; CREATE SCHEMA ferry_t_estimate;
+        CREATE TABLE ferry_t_estimate.t (id int8 PRIMARY KEY, v text) WITH (autovacuum_enabled = false);
+        INSERT INTO ferry_t_estimate.t SELECT g, repeat('x', 50) FROM generate_series(1, 20000) g;",
+    );
+    assert_eq!(estimate(pg(&q)), None, "never analyzed");
+    pg("ANALYZE ferry_t_estimate.t");
+    let n = estimate(pg(&q));
+    assert!(within(n, 20_000), "{n:?}");
+    pg("INSERT INTO ferry_t_estimate.t SELECT g, repeat('x', 50) FROM generate_series(20001, 60000) g");
+    let n = estimate(pg(&q));
+    assert!(within(n, 60_000), "grown to 60000 rows: {n:?}");
+    let missing = TablePath::parse(Dialect::Postgres, "ferry_t_estimate.nothing");
+    assert_eq!(
+        estimate(pg(&missing.estimated_rows_query(Dialect::Postgres))),
+        None
+    );
+    pg("DROP SCHEMA ferry_t_estimate CASCADE");
+
+    let path = TablePath::parse(Dialect::MySql, "ferry_t_estimate.t");
+    let q = path.estimated_rows_query(Dialect::MySql);
+    my(
+        "DROP DATABASE IF EXISTS ferry_t_estimate;\nCREATE DATABASE ferry_t_estimate;\n\
+        CREATE TABLE ferry_t_estimate.t (id bigint PRIMARY KEY, v text);\n\
+        INSERT INTO ferry_t_estimate.t SELECT seq, repeat('x', 50) FROM seq_1_to_30000",
+    );
+    let n = estimate(my(&q));
+    assert!(within(n, 30_000), "{n:?}");
+    my("DELETE FROM ferry_t_estimate.t WHERE id > 10000");
+    let n = estimate(my(&q));
+    assert!(within(n, 10_000), "after deleting 20000 rows: {n:?}");
+    // A path without a database names the connection's.
+    let bare = TablePath::parse(Dialect::MySql, "t");
+    assert!(bare
+        .estimated_rows_query(Dialect::MySql)
+        .contains("DATABASE()"));
+    my("DROP DATABASE ferry_t_estimate");
+}

@@ -65,6 +65,7 @@ use ferry_db::mysql_binlog::{
     binary_logs, binlog_type_fits, mariadb_gtid, server_log, BinlogKind, BinlogPos, GtidState,
     MARIADB_GTID_EVENT,
 };
+use ferry_db::relation::{estimated_rows, TablePath};
 use ferry_db::{connect_mysql, literal, Builders, ColumnDef, ConnInfo, Dialect};
 use futures_util::StreamExt;
 use mysql_async::binlog::events::{
@@ -149,6 +150,14 @@ pub struct CdcTable {
 impl CdcTable {
     fn quoted(&self) -> String {
         Dialect::MySql.quote_path(&[&self.db, &self.table])
+    }
+
+    fn path(&self) -> TablePath {
+        TablePath {
+            database: Some(self.db.clone()),
+            schema: None,
+            table: self.table.clone(),
+        }
     }
 
     fn key_indexes(&self) -> Vec<usize> {
@@ -2087,8 +2096,19 @@ async fn even_keys(
         return Ok(None);
     }
     let k = Dialect::MySql.quote(&table.key[0]);
+    // The server's estimate of the rows serves as well as a count, which reads the whole
+    // table on InnoDB (see `TablePath::estimated_rows_query`).
+    let q = table.path().estimated_rows_query(Dialect::MySql);
+    let estimate: Option<Option<String>> =
+        sql.query_first(q.as_str()).await.map_err(|e| my(e, &q))?;
+    let estimate = estimated_rows(estimate.flatten().as_deref());
+    let count = if estimate.is_some() {
+        "NULL"
+    } else {
+        "CAST(count(*) AS CHAR)"
+    };
     let q = format!(
-        "SELECT CAST(count(*) AS CHAR), CAST(min({k}) AS CHAR), CAST(max({k}) AS CHAR) FROM {}",
+        "SELECT {count}, CAST(min({k}) AS CHAR), CAST(max({k}) AS CHAR) FROM {}",
         table.quoted()
     );
     let row: Option<(Option<String>, Option<String>, Option<String>)> =
@@ -2096,6 +2116,7 @@ async fn even_keys(
     let Some((count, lo, hi)) = row else {
         return Ok(None);
     };
+    let count = estimate.map(|n| n.to_string()).or(count);
     Ok(EvenKeys::plan_text(
         count.as_deref(),
         lo.as_deref(),

@@ -60,6 +60,7 @@ use arrow::record_batch::RecordBatch;
 use ferry_api::io::FetchSender;
 use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema, Unchanged};
 use ferry_db::keys::{without_keys, EvenKeys};
+use ferry_db::relation::{estimated_rows, TablePath};
 use ferry_db::{
     connect_pg, literal, pg_error_text, Builders, ColumnDef, ConnInfo, CopyDecoder, Dialect,
 };
@@ -835,8 +836,30 @@ async fn even_keys(
         return Ok(None);
     }
     let k = Dialect::Postgres.quote(&table.key[0]);
+    // The planner's estimate of the rows serves as well as a count, which would read the
+    // table once more (see `TablePath::estimated_rows_query`).
+    let path = TablePath {
+        database: None,
+        schema: Some(table.pg_schema.clone()),
+        table: table.pg_table.clone(),
+    };
+    let q = path.estimated_rows_query(Dialect::Postgres);
+    let rows = sql
+        .query(q.as_str(), &[])
+        .await
+        .map_err(|e| FerryError::external(COMPONENT, format!("{}: {q}", pg_error_text(&e))))?;
+    let estimate = estimated_rows(
+        rows.first()
+            .and_then(|r| r.get::<_, Option<String>>(0))
+            .as_deref(),
+    );
+    let count = if estimate.is_some() {
+        "NULL"
+    } else {
+        "count(*)::text"
+    };
     let q = format!(
-        "SELECT count(*)::text, min({k})::text, max({k})::text FROM {}",
+        "SELECT {count}, min({k})::text, max({k})::text FROM {}",
         table.quoted()
     );
     let rows = sql
@@ -844,7 +867,8 @@ async fn even_keys(
         .await
         .map_err(|e| FerryError::external(COMPONENT, format!("{}: {q}", pg_error_text(&e))))?;
     let text = |i: usize| rows.first().and_then(|r| r.get::<_, Option<String>>(i));
-    let (count, lo, hi) = (text(0), text(1), text(2));
+    let count = estimate.map(|n| n.to_string()).or(text(0));
+    let (lo, hi) = (text(1), text(2));
     Ok(EvenKeys::plan_text(
         count.as_deref(),
         lo.as_deref(),
