@@ -1180,3 +1180,33 @@ fn stop_modes_specific_and_timestamp_end_before_the_first_transaction_past_the_s
     );
     teardown(name);
 }
+
+/// A fresh start records the GTID state at its binlog position exactly, whichever way the
+/// source found it (asked twice on a quiet server, BINLOG_GTID_POS when other tests wrote
+/// in between): the server's own answer for that position.
+#[test]
+fn a_fresh_start_records_the_gtid_state_of_its_position() {
+    let name = "freshgtid";
+    setup(name, "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL)");
+    for round in 0..3 {
+        let s = source(name, 6112, json!({"startup.mode": "latest"})).unwrap();
+        let mut d = SourceDriver::start(s.as_ref(), 1, job(JobMode::Streaming)).unwrap();
+        let t0 = Instant::now();
+        let p = loop {
+            d.step().unwrap();
+            let snap = d.snapshot().unwrap();
+            if !snap.readers[0][0].state.is_null() {
+                break position(&snap);
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "no position");
+        };
+        d.close().unwrap();
+        assert!(!p.file.is_empty() && !p.gtid.is_empty(), "{p:?}");
+        let want = my(&format!("SELECT BINLOG_GTID_POS('{}', {})", p.file, p.pos));
+        assert_eq!(want[0][0], p.gtid, "round {round}: {p:?}");
+        my(&format!(
+            "INSERT INTO ferry_mcdc_{name}.t VALUES ({round}, 0)"
+        ));
+    }
+    teardown(name);
+}
