@@ -611,6 +611,12 @@ impl Invisible {
 /// costing two watermark commits, the cuts and a round trip through the stream.
 const CHUNKS_PER_READER: usize = 4;
 
+/// Connections each snapshot reader reads its window's chunks on, each its share one after
+/// the other: while one connection's rows are decoded, the server already sends another's
+/// (the Jdbc source's readers start their next query early for the same), rather than
+/// waiting on every chunk's query between them.
+const CONNECTIONS_PER_READER: usize = 2;
+
 /// How many windows exist at once: the one the stream is in, and the next being read.
 const WINDOWS_AHEAD: usize = 2;
 
@@ -939,7 +945,8 @@ async fn window_cuts(
 /// Reads a window's chunks: without cuts, one of `snapshot.split.size` rows after `after`
 /// on the first connection; with cuts, the ranges up to each cut, and when there are fewer
 /// cuts than the window holds the rest of the table (at most one chunk's rows) after the
-/// last, the readers in parallel, each on its connection (opened into `conns` as needed).
+/// last, on [`CONNECTIONS_PER_READER`] connections a reader in parallel (opened into
+/// `conns` as needed).
 async fn read_window(
     s: &Arc<Settings>,
     conns: &mut Vec<Arc<tokio_postgres::Client>>,
@@ -967,11 +974,11 @@ async fn read_window(
     if tail {
         ranges.push((from, None, Some(split)));
     }
-    let readers = s.snapshot_readers.min(ranges.len());
+    let readers = (s.snapshot_readers * CONNECTIONS_PER_READER).min(ranges.len());
     while conns.len() < readers {
         conns.push(Arc::new(snapshot_connection(s).await?));
     }
-    // Reader i reads chunks i, i + n, i + 2n … one after the other.
+    // Connection i reads chunks i, i + n, i + 2n … one after the other.
     let count = ranges.len();
     let mut queues: Vec<Vec<(usize, ChunkRange)>> = vec![Vec::new(); readers];
     for (i, r) in ranges.into_iter().enumerate() {
