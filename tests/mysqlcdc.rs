@@ -569,13 +569,7 @@ fn check_states_the_guarantee_and_the_engines_and_never_shows_the_password() {
 fn mysql_cdc_on_spark_survives_kills_of_the_driver_row_for_row() {
     const ROWS: u64 = 2_000;
     const KILLS: usize = 5;
-    let venv = PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
-        .join(".cache/ferry/spark-venv/bin/python");
-    assert!(
-        std::env::var_os("FERRY_SPARK_PYTHON").is_some() || venv.exists(),
-        "{} is missing: run scripts/setup-spark first",
-        venv.display()
-    );
+    Engine::Spark.check_installed();
     mariadb(&format!(
         "DROP DATABASE IF EXISTS ferry_mcdc_spark; CREATE DATABASE ferry_mcdc_spark;
          CREATE TABLE ferry_mcdc_spark.src (id bigint PRIMARY KEY, v int NOT NULL, note mediumtext);
