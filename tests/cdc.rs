@@ -468,7 +468,7 @@ fn restore_with_an_added_table(engine: Engine) {
     common::request_savepoint("grow", &ckpt);
     let status = common::wait_for(&mut child, engine.patience(), "the first run");
     let err = common::stderr_of(child);
-    let batches = common::spark_batches(&ckpt, "grow");
+    let batches = common::spark_last_commit(&ckpt, "grow");
     assert!(first && status.success(), "{err}");
     psql("test", "INSERT INTO ferry_cdc_grow.a VALUES (501, 'while stopped'); UPDATE ferry_cdc_grow.b SET v = 'changed' WHERE id = 1");
     // Restored with table b added: b is read from its snapshot, a goes on from the savepoint.
@@ -533,7 +533,7 @@ fn restore_with_an_added_column(engine: Engine) {
     common::request_savepoint("add-field", &ckpt);
     let status = common::wait_for(&mut child, engine.patience(), "the first run");
     let err = common::stderr_of(child);
-    let batches = common::spark_batches(&ckpt, "add-field");
+    let batches = common::spark_last_commit(&ckpt, "add-field");
     assert!(
         first && status.success(),
         "the first run: {}\nvs\n{}\n{err}",

@@ -272,7 +272,7 @@ fn restore_with_an_added_table(engine: Engine) {
     common::request_savepoint("restore", &ckpt);
     let status = common::wait_for(&mut child, engine.patience(), "the first run");
     let err = common::stderr_of(child);
-    let batches = common::spark_batches(&ckpt, "restore");
+    let batches = common::spark_last_commit(&ckpt, "restore");
     assert!(first && status.success(), "{err}");
     let mut child = common::start_job(
         &case("mysqlcdc_to_mysql_with_multi_table_mode_two_table.conf"),
@@ -338,7 +338,7 @@ fn restore_with_added_columns(engine: Engine) {
     common::request_savepoint("add-column", &ckpt);
     let status = common::wait_for(&mut child, engine.patience(), "the first run");
     let err = common::stderr_of(child);
-    let batches = common::spark_batches(&ckpt, "add-column");
+    let batches = common::spark_last_commit(&ckpt, "add-column");
     assert!(first && status.success(), "{err}");
     upsert_delete(s1);
     for table in [s1, t1] {

@@ -465,14 +465,26 @@ impl Engine {
     }
 
     /// Whether a restored run resumed its checkpoint: the embedded engine says so on
-    /// stderr; a Spark run goes on with its query's offset log, which then holds more
-    /// micro-batches than `before` (counted with [`spark_batches`] after the first run).
-    pub fn resumed(self, stderr: &str, ckpt: &Path, job_id: &str, before: usize) -> bool {
+    /// stderr; a Spark run goes on with its query's commit log, whose last micro-batch is
+    /// then later than `before` ([`spark_last_commit`] after the first run). (Not the
+    /// offset log: a run stopped with a savepoint may leave a micro-batch planned there
+    /// that the next run runs again first, and that may be all it runs.)
+    pub fn resumed(self, stderr: &str, ckpt: &Path, job_id: &str, before: Option<u64>) -> bool {
         match self {
             Engine::Local => stderr.contains("resuming"),
-            Engine::Spark => before > 0 && spark_batches(ckpt, job_id) > before,
+            Engine::Spark => before.is_some() && spark_last_commit(ckpt, job_id) > before,
         }
     }
+}
+
+/// The last micro-batch Spark committed for `job_id` in `ckpt` (its query's `commits`
+/// log holds a file named by each batch id).
+pub fn spark_last_commit(ckpt: &Path, job_id: &str) -> Option<u64> {
+    std::fs::read_dir(ckpt.join(job_id).join("query-0/commits"))
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+        .max()
 }
 
 /// Micro-batches Spark logged for `job_id` in `ckpt` (it writes `N` and `.N.crc` in the
