@@ -88,7 +88,7 @@ ferry_api::declare_options! {
         specific_gtid: String = "startup.specific-offset.gtid-set", optional;
         /// Milliseconds since 1970 (startup.mode = timestamp).
         startup_timestamp: u64 = "startup.timestamp", optional;
-        /// never: the stream runs until the job stops; latest: the job ends once the snapshot is complete and the stream has reached the binlog's end as of the job's first start; specific: before the first transaction that starts at or after stop.specific-offset.*; timestamp: before the first transaction at or after stop.timestamp (embedded engine only, but never).
+        /// never: the stream runs until the job stops; latest: the job ends once the snapshot is complete and the stream has reached the binlog's end as of the job's first start; specific: before the first transaction that starts at or after stop.specific-offset.*; timestamp: before the first transaction at or after stop.timestamp. All but never run on the embedded engine only.
         stop_mode: String = "stop.mode", default "never", values STOP_MODES;
         /// The binlog file to stop in (stop.mode = specific).
         stop_file: String = "stop.specific-offset.file", optional;

@@ -2240,8 +2240,8 @@ async fn read_window_with_high(
 /// Reads a window's chunks: the ranges up to each cut and, when there are fewer cuts than
 /// the window holds, the rest of the table (at most one chunk's rows) after the last, on
 /// [`CONNECTIONS_PER_READER`] connections a reader at once (opened into `conns` as
-/// needed), each reading its share one after the other. Returns them in key order, each with the key the next
-/// one starts after, and whether the table has no rows after them.
+/// needed), each reading its share one after the other. Returns them in key order, each
+/// with the key the next one starts after, and whether the table has no rows after them.
 async fn read_window(
     s: &Arc<Settings>,
     conns: &mut Vec<mysql_async::Conn>,
