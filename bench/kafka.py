@@ -4,16 +4,21 @@
 Issue 16's benchmark: N records of 100-byte JSON produced into a topic and consumed from
 one, by Ferry (FakeSource or a JSON-lines file → Kafka; Kafka → Blackhole, Kafka →
 Parquet) and by the clients a user would reach for instead: confluent-kafka (librdkafka's
-Python client, from PyPI) and kcat (Debian). Every run is a fresh process timed from start
-to exit, rounds interleaved, medians reported with min–max; the records each run produced
-or consumed are counted from the broker or the tool, never assumed.
+Python client, from PyPI) and kcat (built against librdkafka 2.12 by bench/setup_kcat.sh:
+Debian's kcat links librdkafka 2.0, which cannot talk to Tansu). Every run is a fresh
+process timed from start to exit, rounds interleaved, medians reported with min–max; the
+records each run produced or consumed are counted from the broker or the tool, never
+assumed.
 
-    bench/kafka.py [--records 10000000] [--rounds 3] [--name kafka]
+    bench/kafka.py [--records 10000000] [--rounds 3] [--name kafka] [--tools kcat,confluent]
 
 Needs a broker on 127.0.0.1:9092 (`scripts/test-services` starts Tansu), a release build
 of Ferry (`FERRY_BIN`, default ~/.cache/ferry/target-release/release/ferry) and a Python
 with confluent-kafka and psutil (`python3 -m venv V && V/bin/pip install confluent-kafka
-psutil`, then run this script with V/bin/python). Writes bench/results/<name>.md/.json.
+psutil`, then run this script with V/bin/python). kcat is `KCAT`, else
+~/.cache/ferry/kcat/bin/kcat (bench/setup_kcat.sh builds it), else kcat on the PATH; without
+one that reaches the broker its rows are left out, with the reason. Writes
+bench/results/<name>.md/.json.
 """
 
 import argparse
@@ -22,6 +27,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -36,7 +42,9 @@ from harness import measure  # noqa: E402
 SERVERS = "127.0.0.1:9092"
 FERRY = os.environ.get(
     "FERRY_BIN", str(Path.home() / ".cache/ferry/target-release/release/ferry"))
-KCAT_FLAGS = ["-X", "api.version.request=true"]
+KCAT_BUILT = Path.home() / ".cache/ferry/kcat/bin/kcat"
+KCAT = os.environ.get("KCAT") or (
+    str(KCAT_BUILT) if KCAT_BUILT.exists() else shutil.which("kcat") or "kcat")
 
 
 _ADMIN = []
@@ -137,14 +145,32 @@ def ferry_job(path: Path, source: str, sink: str, parallelism: int) -> Path:
 
 def kcat_works() -> str:
     """Empty when kcat can talk to the broker, else why not."""
-    if not shutil.which("kcat"):
-        return "kcat is not installed (Debian package kcat)"
-    r = subprocess.run(["kcat", *KCAT_FLAGS, "-b", SERVERS, "-L", "-m", "5"],
+    if not shutil.which(KCAT):
+        return (f"kcat is not installed ({KCAT} not found: run bench/setup_kcat.sh, "
+                "or set KCAT)")
+    r = subprocess.run([KCAT, "-b", SERVERS, "-L", "-m", "5"],
                        capture_output=True, text=True, timeout=30)
     if r.returncode != 0:
         first = (r.stderr.strip().splitlines() or ["no output"])[0]
         return f"kcat could not reach the broker: {first[:300]}"
     return ""
+
+
+def kcat_version() -> str:
+    r = subprocess.run([KCAT, "-V"], capture_output=True, text=True)
+    m = re.search(r"Version (\S+) .*librdkafka (\S+)", r.stdout)
+    return f"{m.group(1)} (librdkafka {m.group(2)}, {KCAT})" if m else "unknown"
+
+
+def consumed(name: str, run) -> int:
+    """Records a consume run reports: kcat's rows print `wc -l` of its output (one line per
+    record) and nothing else on stdout; Ferry prints `read N`, consume.py `consumed N`."""
+    if name.startswith("kcat"):
+        m = re.fullmatch(r"\s*(\d+)\s*", run.stdout)
+    else:
+        text = run.stdout + run.stderr
+        m = re.search(r"read (\d+)", text) or re.search(r"consumed (\d+)", text)
+    return int(m.group(1)) if m else 0
 
 
 def rate(n, secs):
@@ -157,7 +183,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--name", default="kafka")
+    ap.add_argument("--tools", default="",
+                    help="comma-separated substrings: run only the rows whose name has one "
+                         "(e.g. kcat,confluent); default: all")
     args = ap.parse_args()
+    wanted = [t.strip().lower() for t in args.tools.split(",") if t.strip()]
+
+    def pick(rows: dict) -> dict:
+        return {k: v for k, v in rows.items()
+                if not wanted or any(w in k.lower() for w in wanted)}
+
     n, parts = args.records, args.partitions
     work = HERE / "data" / "kafka"
     work.mkdir(parents=True, exist_ok=True)
@@ -184,8 +219,10 @@ def main():
                                               str(lines)],
     }
     if not kcat_reason:
-        producers["kcat -P -l"] = lambda t: ["kcat", *KCAT_FLAGS, "-P", "-b", SERVERS,
+        # -l: the file's lines, each a record without its newline (as produce.py sends them).
+        producers["kcat -P -l"] = lambda t: [KCAT, "-P", "-b", SERVERS,
                                              "-t", t, "-l", str(lines)]
+    producers = pick(producers)
     results = {"produce": {k: [] for k in producers}, "consume": {}}
     names = list(producers)
     for r in range(args.rounds):
@@ -225,18 +262,23 @@ def main():
             py, str(work / "consume.py"), SERVERS, source_topic, str(parts), "10"],
     }
     if not kcat_reason:
-        consumers["kcat -C -e"] = ["sh", "-c", f"kcat {' '.join(KCAT_FLAGS)} -C -b {SERVERS} "
-                                   f"-t {source_topic} -o beginning -e -q | wc -l"]
+        # Every partition from its first offset to its end (-e: exit there), each value printed
+        # with kcat's default format, the value and "\n" (-D), into `wc -l`; pipefail makes a
+        # failing kcat fail the run. librdkafka's own defaults (fetch.queue.backoff.ms = 1000),
+        # and again with the 10 ms backoff that Ferry's consumers use.
+        kcat_c = (f"set -o pipefail; {shlex.quote(KCAT)} -C -b {SERVERS} -t {source_topic} "
+                  "-o beginning -e -q")
+        consumers["kcat -C -e"] = ["bash", "-c", f"{kcat_c} | wc -l"]
+        consumers["kcat -C -e, fetch.queue.backoff.ms=10"] = [
+            "bash", "-c", f"{kcat_c} -X fetch.queue.backoff.ms=10 | wc -l"]
+    consumers = pick(consumers)
     results["consume"] = {k: [] for k in consumers}
     names = list(consumers)
     for r in range(args.rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             shutil.rmtree(out_dir, ignore_errors=True)
             run = measure(consumers[name], workdir=work)
-            text = run.stdout + run.stderr
-            m = (re.search(r"read (\d+)", text) or re.search(r"consumed (\d+)", text)
-                 or re.search(r"^\s*(\d+)\s*$", run.stdout, re.M))
-            got = int(m.group(1)) if m else 0
+            got = consumed(name, run)
             print(f"bench: consume {name}: {run.wall:.2f} s, {got:,} records, rc {run.rc}")
             results["consume"][name].append(
                 {"wall": run.wall, "peak_mb": run.peak_mb, "cpu": run.cpu, "rc": run.rc,
@@ -245,15 +287,17 @@ def main():
     delete_topic(source_topic)
 
     cmd = "bench/kafka.py " + " ".join(sys.argv[1:])
-    ferry_version = subprocess.run([FERRY, "--version"], capture_output=True,
-                                   text=True).stdout.strip()
+    ran_ferry = any(k.startswith("ferry") for p in results.values() for k in p)
+    ferry_version = (subprocess.run([FERRY, "--version"], capture_output=True,
+                                    text=True).stdout.strip() if ran_ferry else "not run")
     import confluent_kafka
     rep = {"command": cmd, "records": n, "partitions": parts, "rounds": args.rounds,
            "present_in_consume_topic": present, "results": results,
            "kcat": kcat_reason or "used", "when": stamp,
            "versions": {"ferry": ferry_version,
-                        "confluent-kafka": confluent_kafka.version()[0],
+                        "confluent-kafka": confluent_kafka.__version__,
                         "librdkafka (confluent-kafka)": confluent_kafka.libversion()[0],
+                        "kcat": kcat_version() if not kcat_reason else "not run",
                         "python": platform.python_version()},
            "machine": {"cpus": os.cpu_count(), "kernel": platform.release()}}
     out = HERE / "results"
@@ -283,10 +327,14 @@ def main():
            "(ListOffsets); Tansu 0.x answers with the last record batch's base offset + 1, so "
            "Ferry's runs read all but the last producer batch's records. Its rates are of the "
            "records it read.", ""]
+    if not kcat_reason:
+        md += ["kcat runs with librdkafka's defaults (its consumer's fetch.queue.backoff.ms is "
+               "1000 ms), except in the row that names another value; its consume rows pipe "
+               "every value, one line each, into `wc -l`.", ""]
     if kcat_reason:
         md += [f"kcat is not in the table: {kcat_reason}. Debian's kcat 1.7 (librdkafka "
-               "2.0) cannot talk to Tansu; librdkafka 2.16 (confluent-kafka's, and Ferry's "
-               "vendored one) can.", ""]
+               "2.0) cannot talk to Tansu; librdkafka 2.12 (Ferry's vendored one, which "
+               "bench/setup_kcat.sh builds kcat with) and 2.16 (confluent-kafka's) can.", ""]
     md += ["Versions: " + ", ".join(f"{k} {v}" for k, v in rep["versions"].items()) + ".", ""]
     (out / f"{args.name}.md").write_text("\n".join(md))
     print("\n".join(md))
