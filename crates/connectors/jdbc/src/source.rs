@@ -3,11 +3,12 @@
 //!
 //! # Splits and checkpoints
 //! A split is a predicate over one table (`"id" >= 0 AND "id" < 1000`, `abs(hashtext(..))
-//! % 4 = 1`, `"id" IS NULL`) and the number of its rows already returned. When the table
-//! has a primary or unique key the reader orders by it, so that a split restored from a
-//! checkpoint skips exactly the rows it had returned (`OFFSET n`) and a restart re-reads
-//! only what is unfinished; finished splits are gone from the state. Without a key the
-//! order is the server's and the source says it is not replayable.
+//! % 4 = 1`, `"id" IS NULL`), the number of its rows already returned and the key of the
+//! last one. When the table has a primary or unique key the reader orders by it, so that
+//! a split restored from a checkpoint goes on after the last key it returned (or, for keys
+//! that cannot be compared back, skips the rows it had returned: `OFFSET n`) and a restart
+//! re-reads only what is unfinished; finished splits are gone from the state. Without a
+//! key the order is the server's and the source says it is not replayable.
 //!
 //! # PostgreSQL: one snapshot, binary COPY
 //! In a batch job the enumerator opens a `REPEATABLE READ` transaction, exports its
@@ -166,6 +167,82 @@ struct Resolved {
     filter: Option<String>,
     /// Columns that order rows deterministically (a primary or unique key), quoted.
     order_by: Vec<String>,
+    /// The key columns' places in a batch, when every one of them can be written back as
+    /// a literal that compares as the column orders ([`keyset_columns`]): a restored split
+    /// then goes on after its last key rather than skipping a count of rows.
+    keyset: Option<Vec<usize>>,
+}
+
+/// The batch positions of `key`'s columns when a split may resume after its last key:
+/// every key column NOT NULL (a NULL compares as nothing, and the servers order NULLs at
+/// opposite ends), and an integer or text that compares as it orders (PostgreSQL casts the
+/// literal to the column's type; MySQL compares text in the column's collation, but an
+/// `enum` or `set` orders by its index, not its text). `None` when a column is not so.
+fn keyset_columns(dialect: Dialect, key: &[String], columns: &[ColumnDef]) -> Option<Vec<usize>> {
+    if key.is_empty() {
+        return None;
+    }
+    key.iter()
+        .map(|k| {
+            let i = columns.iter().position(|c| &c.name == k)?;
+            let c = &columns[i];
+            if c.nullable {
+                return None;
+            }
+            let text_ok = || {
+                let t = c.source_type.to_ascii_lowercase();
+                dialect == Dialect::Postgres || !(t.starts_with("enum") || t.starts_with("set"))
+            };
+            match c.data_type {
+                DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::UInt8
+                | DataType::UInt16
+                | DataType::UInt32
+                | DataType::UInt64
+                | DataType::Decimal128(_, 0) => Some(i),
+                DataType::Utf8 | DataType::LargeUtf8 if text_ok() => Some(i),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The SQL literals of row `row`'s `key` columns (`None` if one is NULL after all).
+fn key_literals(
+    dialect: Dialect,
+    batch: &RecordBatch,
+    key: &[usize],
+    row: usize,
+) -> Option<Vec<String>> {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes as t;
+    key.iter()
+        .map(|&i| {
+            let a = batch.columns().get(i)?;
+            if a.is_null(row) {
+                return None;
+            }
+            Some(match a.data_type() {
+                DataType::Int8 => a.as_primitive::<t::Int8Type>().value(row).to_string(),
+                DataType::Int16 => a.as_primitive::<t::Int16Type>().value(row).to_string(),
+                DataType::Int32 => a.as_primitive::<t::Int32Type>().value(row).to_string(),
+                DataType::Int64 => a.as_primitive::<t::Int64Type>().value(row).to_string(),
+                DataType::UInt8 => a.as_primitive::<t::UInt8Type>().value(row).to_string(),
+                DataType::UInt16 => a.as_primitive::<t::UInt16Type>().value(row).to_string(),
+                DataType::UInt32 => a.as_primitive::<t::UInt32Type>().value(row).to_string(),
+                DataType::UInt64 => a.as_primitive::<t::UInt64Type>().value(row).to_string(),
+                DataType::Decimal128(_, 0) => {
+                    a.as_primitive::<t::Decimal128Type>().value(row).to_string()
+                }
+                DataType::Utf8 => literal(dialect, a.as_string::<i32>().value(row)),
+                DataType::LargeUtf8 => literal(dialect, a.as_string::<i64>().value(row)),
+                _ => return None,
+            })
+        })
+        .collect()
 }
 
 /// The factory of SeaTunnel's `Jdbc` source.
@@ -284,6 +361,7 @@ impl JdbcSource {
         Ok(Resolved {
             spec: spec.clone(),
             order_by: described.key.iter().map(|k| d.quote(k)).collect(),
+            keyset: keyset_columns(d, &described.key, &described.columns),
             schema: described.schema,
             columns: described.columns,
             from,
@@ -385,6 +463,12 @@ struct SplitState {
     predicate: Option<String>,
     /// Rows of the split already returned.
     skip: u64,
+    /// The key of the last row returned, as SQL literals in key order: a restored split
+    /// reads the keys after it (`(k1, k2) > (…)`), so rows deleted or inserted before it
+    /// while the job was down shift nothing. Without it (older checkpoints, keys that
+    /// cannot be compared so) the split skips `skip` rows of its ordered read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after: Option<Vec<String>>,
     /// PostgreSQL snapshot to read at (batch jobs), if any.
     #[serde(default)]
     snapshot: Option<String>,
@@ -537,6 +621,7 @@ impl JdbcEnumerator {
                         table: ti,
                         predicate: p,
                         skip: 0,
+                        after: None,
                         snapshot: snapshot.clone(),
                     },
                 )?);
@@ -776,6 +861,9 @@ struct Current {
     split: Split,
     state: SplitState,
     returned: u64,
+    /// The key of the last row returned (see [`SplitState::after`]); `None` until a row
+    /// is returned, and for keys that cannot be compared back.
+    last_key: Option<Vec<String>>,
     fetcher: Fetcher<Fetch>,
     /// PostgreSQL splits: the COPY decoder and the batch it is filling.
     copy: Option<CopyBatches>,
@@ -816,6 +904,18 @@ fn select_sql(t: &Resolved, st: &SplitState, dialect: Dialect) -> String {
     if let Some(p) = &st.predicate {
         conds.push(format!("({p})"));
     }
+    let after = st
+        .after
+        .as_ref()
+        .filter(|a| !a.is_empty() && a.len() == t.order_by.len());
+    if let Some(a) = after {
+        // A row comparison orders as ORDER BY does, column after column.
+        conds.push(if a.len() == 1 {
+            format!("{} > {}", t.order_by[0], a[0])
+        } else {
+            format!("({}) > ({})", t.order_by.join(", "), a.join(", "))
+        });
+    }
     let mut sql = format!("SELECT {} FROM {}", cols.join(", "), t.from);
     if !conds.is_empty() {
         sql.push_str(" WHERE ");
@@ -825,7 +925,7 @@ fn select_sql(t: &Resolved, st: &SplitState, dialect: Dialect) -> String {
         sql.push_str(" ORDER BY ");
         sql.push_str(&t.order_by.join(", "));
     }
-    if st.skip > 0 {
+    if st.skip > 0 && after.is_none() {
         match dialect {
             Dialect::Postgres => sql.push_str(&format!(" OFFSET {}", st.skip)),
             Dialect::MySql => {
@@ -1038,6 +1138,7 @@ impl JdbcReader {
             split,
             state,
             returned: 0,
+            last_key: None,
             fetcher,
             copy,
         })
@@ -1068,44 +1169,55 @@ impl SourceReader for JdbcReader {
             let Some(cur) = self.current.as_mut() else {
                 continue;
             };
-            let batch = match cur.fetcher.try_next()? {
-                Fetched::Item(Fetch::Batch(batch)) => Some(batch),
-                Fetched::Item(Fetch::Copy(chunk)) => {
+            // COPY rows already received make a batch before more are taken (a chunk may
+            // hold several batches' rows).
+            if let Some(c) = cur.copy.as_mut() {
+                c.decoder.drain(&mut c.builders, self.batch_rows)?;
+            }
+            let full = cur
+                .copy
+                .as_ref()
+                .is_some_and(|c| c.builders.rows() >= self.batch_rows);
+            let next = if full {
+                None
+            } else {
+                Some(cur.fetcher.try_next()?)
+            };
+            let batch = match next {
+                None => match cur.copy.as_mut() {
+                    Some(c) => Some(c.builders.finish()?),
+                    None => None,
+                },
+                Some(Fetched::Item(Fetch::Batch(batch))) => Some(batch),
+                Some(Fetched::Item(Fetch::Copy(chunk))) => {
                     let Some(c) = cur.copy.as_mut() else {
                         return Err(FerryError::internal("Jdbc: COPY data for a MySQL split"));
                     };
                     c.decoder.push(&chunk);
-                    c.decoder.drain(&mut c.builders, self.batch_rows)?;
-                    if c.builders.rows() >= self.batch_rows {
-                        Some(c.builders.finish()?)
-                    } else {
-                        // Not a batch yet: take the next chunk.
-                        continue;
-                    }
+                    // Decoded at the top of the loop.
+                    continue;
                 }
-                Fetched::Empty => return Ok(ReadStatus::Idle(Duration::from_secs(1))),
-                Fetched::Closed => {
-                    // The rest of the stream, then the next split.
+                Some(Fetched::Empty) => return Ok(ReadStatus::Idle(Duration::from_secs(1))),
+                Some(Fetched::Closed) => {
+                    // The stream's last rows (every complete one was drained above), then
+                    // the next split.
                     let rest = match cur.copy.as_mut() {
-                        Some(c) => {
-                            c.decoder.drain(&mut c.builders, usize::MAX)?;
-                            (c.builders.rows() > 0)
-                                .then(|| c.builders.finish())
-                                .transpose()?
-                        }
-                        None => None,
+                        Some(c) if c.builders.rows() > 0 => Some(c.builders.finish()?),
+                        _ => None,
                     };
                     if rest.is_none() {
                         self.current = None;
                         continue;
                     }
-                    cur.copy = None;
                     rest
                 }
             };
             if let Some(batch) = batch {
                 cur.returned += batch.num_rows() as u64;
                 let t = &self.tables[cur.state.table];
+                if let (Some(key), Some(last)) = (&t.keyset, batch.num_rows().checked_sub(1)) {
+                    cur.last_key = key_literals(self.conn.dialect, &batch, key, last);
+                }
                 return Ok(ReadStatus::Batch(ChangeBatch::inserts(
                     t.schema.name.clone(),
                     batch,
@@ -1145,6 +1257,10 @@ impl SourceReader for JdbcReader {
         if let Some(cur) = &self.current {
             let mut st = cur.state.clone();
             st.skip += cur.returned;
+            if cur.returned > 0 {
+                // Skipping a count stays right only at the snapshot it was counted in.
+                st.after = cur.last_key.clone();
+            }
             out.push(Split::typed(cur.split.id.clone(), &st)?);
         }
         // Read ahead, nothing of it returned yet.

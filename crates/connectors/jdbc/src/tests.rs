@@ -296,6 +296,57 @@ fn mysql_split_reads_resume_exactly_and_replay() {
     }
 }
 
+/// Reads 1000 of a table's 3000 rows (keyed by `(grp, name)`, names with a quote and a
+/// backslash), checkpoints, deletes ten rows already read and adds one not yet read, then
+/// restores: the restored split goes on after its last key, so the deletions shift
+/// nothing (skipping 1000 rows of the new read would pass over ten unread ones) and every
+/// id comes once.
+fn resumes_after_its_last_key(opts: Value, change: &dyn Fn()) {
+    let s = source(opts).unwrap();
+    let job = || job(JobMode::Streaming); // no shared snapshot: the restore reads anew
+    let mut d = ferry_connector_testkit::SourceDriver::start(&*s, 1, job()).unwrap();
+    d.run_until(1000).unwrap();
+    let snap = d.snapshot().unwrap();
+    let mut got = d.take_output();
+    assert_eq!(count(&got), 1000);
+    d.close().unwrap();
+    change();
+    let mut d = ferry_connector_testkit::SourceDriver::restore(&*s, 1, job(), &snap).unwrap();
+    d.run_to_end().unwrap();
+    got.extend(d.take_output());
+    d.close().unwrap();
+    let ids = ferry_connector_testkit::ids(&got);
+    assert_eq!(ids, (1..=3001).collect::<Vec<i64>>());
+}
+
+#[test]
+fn pg_a_restored_split_goes_on_after_its_last_key_when_rows_before_it_changed() {
+    pg("DROP SCHEMA IF EXISTS ferry_t_pg_keyset CASCADE; CREATE SCHEMA ferry_t_pg_keyset;
+        CREATE TABLE ferry_t_pg_keyset.t (id int8 NOT NULL, grp int4, name text, PRIMARY KEY (grp, name));
+        INSERT INTO ferry_t_pg_keyset.t SELECT g, g / 1000, 'it''s \\ ' || lpad(g::text, 5, '0') FROM generate_series(1, 3000) g;");
+    resumes_after_its_last_key(
+        json!({"url": PG_URL, "table_path": "test.ferry_t_pg_keyset.t", "fetch_size": 500}),
+        &|| {
+            pg("DELETE FROM ferry_t_pg_keyset.t WHERE id <= 10;
+                INSERT INTO ferry_t_pg_keyset.t VALUES (3001, 2, 'it''s \\ 03001');");
+        },
+    );
+}
+
+#[test]
+fn mysql_a_restored_split_goes_on_after_its_last_key_when_rows_before_it_changed() {
+    my("DROP DATABASE IF EXISTS ferry_t_my_keyset;\nCREATE DATABASE ferry_t_my_keyset;\n
+        CREATE TABLE ferry_t_my_keyset.t (id bigint NOT NULL, grp int, name varchar(40), PRIMARY KEY (grp, name));\n
+        INSERT INTO ferry_t_my_keyset.t SELECT seq, seq DIV 1000, concat('it''s \\\\ ', lpad(seq, 5, '0')) FROM seq_1_to_3000;");
+    resumes_after_its_last_key(
+        json!({"url": MY_URL, "table_path": "ferry_t_my_keyset.t", "fetch_size": 500}),
+        &|| {
+            my("DELETE FROM ferry_t_my_keyset.t WHERE id <= 10;\n
+                INSERT INTO ferry_t_my_keyset.t VALUES (3001, 2, 'it''s \\\\ 03001');");
+        },
+    );
+}
+
 fn input_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
