@@ -16,6 +16,8 @@ use std::sync::Arc;
 pub mod avro;
 mod change;
 pub mod debezium_envelope;
+pub mod json_lines;
+pub mod json_rows;
 pub mod protobuf;
 
 pub use change::ChangeFormat;
@@ -393,6 +395,17 @@ impl Decoder {
     /// Decodes `bodies` in order; `component` names the plugin in errors. A body that does
     /// not decode fails the call (naming its position and the reason) or is skipped.
     pub fn decode(&self, component: &str, bodies: &[&[u8]]) -> Result<Decoded> {
+        if matches!(self.format, Format::Json) {
+            if let Some(d) = self.decode_json_objects(bodies)? {
+                return Ok(d);
+            }
+        }
+        self.decode_each(component, bodies)
+    }
+
+    /// [`decode`](Self::decode) through a `serde_json` value a message, each message
+    /// checked against the columns on its own (so that a bad one is named or skipped).
+    fn decode_each(&self, component: &str, bodies: &[&[u8]]) -> Result<Decoded> {
         let mut rows: Vec<serde_json::Map<String, Value>> = Vec::with_capacity(bodies.len());
         let mut kinds: Vec<u8> = Vec::with_capacity(bodies.len());
         let mut skipped = 0;
@@ -442,6 +455,41 @@ impl Decoder {
             skipped,
             kinds,
         })
+    }
+
+    /// `format = json` bodies of one object each, decoded straight into Arrow builders
+    /// ([`json_lines::JsonDecoder`]) rather than into a `serde_json` value a message.
+    /// `None` when a body is anything else, or anything the general path decides (a
+    /// list of objects, a name that matches only ignoring case, a value that does not
+    /// fit, …): the general path then reads the whole run, so that rows, skips and errors
+    /// stay exactly its own.
+    fn decode_json_objects(&self, bodies: &[&[u8]]) -> Result<Option<Decoded>> {
+        let mut d = json_lines::JsonDecoder::new(self.schema.fields().clone(), bodies.len());
+        for body in bodies {
+            let Ok(text) = std::str::from_utf8(body) else {
+                return Ok(None);
+            };
+            if d.decode_line(text).is_err() {
+                return Ok(None);
+            }
+        }
+        let Ok(columns) = d.finish() else {
+            return Ok(None);
+        };
+        let batch = if columns.is_empty() {
+            RecordBatch::try_new_with_options(
+                self.schema.clone(),
+                vec![],
+                &arrow::array::RecordBatchOptions::new().with_row_count(Some(bodies.len())),
+            )?
+        } else {
+            RecordBatch::try_new(self.schema.clone(), columns)?
+        };
+        Ok(Some(Decoded {
+            batch,
+            skipped: 0,
+            kinds: None,
+        }))
     }
 
     /// [`decode`](Self::decode)'s rows, logging how many messages were left out;
@@ -632,6 +680,52 @@ impl Encoder {
     }
 }
 
+/// An [`Encoder`] on one batch: what it needs of the batch is looked up once, not once a
+/// row (`format = json` rows are written straight from their columns, [`json_rows`]).
+pub struct BatchEncoder<'a> {
+    encoder: &'a Encoder,
+    batch: &'a RecordBatch,
+    json: Option<json_rows::JsonRowWriter<'a>>,
+}
+
+impl Encoder {
+    /// The encoder of `batch`'s rows.
+    pub fn batch<'a>(&'a self, batch: &'a RecordBatch) -> BatchEncoder<'a> {
+        let json = match self.format {
+            Format::Json => json_rows::JsonRowWriter::new(batch),
+            _ => None,
+        };
+        BatchEncoder {
+            encoder: self,
+            batch,
+            json,
+        }
+    }
+}
+
+impl BatchEncoder<'_> {
+    /// The body of row `i`, an insert ([`Encoder::encode`]).
+    pub fn encode(&self, i: usize) -> std::result::Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        self.encode_change_into(RowKind::Insert, i, &mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the body of row `i`, of kind `kind`, to `out` ([`Encoder::encode_change`]).
+    pub fn encode_change_into(
+        &self,
+        kind: RowKind,
+        i: usize,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<(), String> {
+        match &self.json {
+            Some(w) => w.write(i, out),
+            None => out.extend_from_slice(&self.encoder.encode_change(self.batch, kind, i)?),
+        }
+        Ok(())
+    }
+}
+
 /// Row `i` of `batch` as a JSON object, columns in schema order.
 fn row_object(batch: &RecordBatch, i: usize) -> Map<String, Value> {
     batch
@@ -720,6 +814,43 @@ mod tests {
         dec.on_error = OnError::Skip;
         let d = dec.decode("test", &refs).unwrap();
         assert_eq!((d.batch, d.skipped), (batch, 1));
+    }
+
+    #[test]
+    fn json_objects_decode_straight_into_columns_as_the_general_path_reads_them() {
+        let dec = Decoder {
+            schema: schema_of(serde_json::json!({
+                "id": "bigint", "name": "string", "ok": "boolean", "price": "decimal(10, 2)",
+                "day": "date", "ts": "timestamp", "tags": "array<string>", "score": "double"
+            })),
+            format: Format::Json,
+            on_error: OnError::Fail,
+        };
+        let bodies: [&[u8]; 4] = [
+            br#"{"id":1,"name":"a\"b\u00e9","ok":true,"price":12.5,"day":"2024-02-29","ts":"2024-02-24T14:11:08.5","tags":["x","y"],"score":-2.5e-3}"#,
+            br#" {"name": null, "extra": {"deep": [1, {"x": null}]}, "ts": "2024-02-24 14:11"} "#,
+            br#"{}"#,
+            b"{\"id\":9007199254740993,\"score\":7}\n",
+        ];
+        let fast = dec
+            .decode_json_objects(&bodies)
+            .unwrap()
+            .expect("decoded directly");
+        let general = dec.decode_each("test", &bodies).unwrap();
+        assert_eq!(fast.batch, general.batch);
+        assert_eq!(dec.decode("test", &bodies).unwrap().batch, general.batch);
+        // What the direct decoder leaves to the general path, which still reads it.
+        for body in [
+            &br#"[{"id":1},{"id":2}]"#[..], // a list of rows in one message
+            br#"{"ID":1}"#,                 // a name matched ignoring case
+            br#"{"id":"1"}"#,               // a number as text
+        ] {
+            assert!(dec.decode_json_objects(&[body]).unwrap().is_none());
+            let d = dec.decode("test", &[body]).unwrap();
+            assert_eq!(d.batch, dec.decode_each("test", &[body]).unwrap().batch);
+            assert!(d.batch.num_rows() >= 1);
+        }
+        assert!(dec.decode_json_objects(&[b"\xff"]).unwrap().is_none());
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //!   tables each get their own files, in the directory `path` names for them
 //!   (`${table_name}`, `${database_name}`, `${schema_name}`).
 
-mod json;
 mod lzo;
 mod read;
 mod sink;

@@ -17,10 +17,10 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use serde_json::Value;
 
-use crate::json::JsonDecoder;
 use crate::lzo::LzopReader;
 use crate::text::{Col, TimeFormats};
 use crate::util::Splitter;
+use ferry_formats::json_lines::JsonDecoder;
 
 /// The component name in errors.
 pub const COMPONENT: &str = "LocalFile";

@@ -802,19 +802,22 @@ impl SinkWriter for Writer {
             }
             _ => None,
         };
+        let encoder = self.encoder.batch(&batch.data);
+        let key_encoder = keys.as_ref().map(|k| self.encoder.batch(k));
+        // librdkafka copies a record's bytes when it is sent: one buffer serves every row.
+        let mut body = Vec::new();
         for i in 0..batch.num_rows() {
-            let body = self
-                .encoder
-                .encode_change(&batch.data, batch.kind(i), i)
+            body.clear();
+            encoder
+                .encode_change_into(batch.kind(i), i, &mut body)
                 .map_err(|e| FerryError::data(NAME, format!("row {i}: {e}")))?;
-            let key = match &keys {
+            let key = match &key_encoder {
                 _ if row_columns.is_some() => row_columns.and_then(|(_, k)| {
                     let c = batch.data.column(k);
                     (!c.is_null(i)).then(|| ferry_formats::text_value(c.as_ref(), i).into_bytes())
                 }),
                 Some(k) => Some(
-                    self.encoder
-                        .encode(k, i)
+                    k.encode(i)
                         .map_err(|e| FerryError::data(NAME, format!("row {i}'s key: {e}")))?,
                 ),
                 None => None,

@@ -464,6 +464,7 @@ impl Source for KafkaSource {
             no_more: false,
             pending_commits: Vec::new(),
             high: BTreeMap::new(),
+            scratch: (Vec::new(), Vec::new()),
         }))
     }
 }
@@ -720,6 +721,8 @@ struct Reader {
     pending_commits: Vec<(u64, Vec<PartState>)>,
     /// Each partition's high watermark as last asked, and when: the consumer lag figure.
     high: BTreeMap<(String, i32), (i64, Instant)>,
+    /// The buffers a batch's record values are gathered in, kept between polls.
+    scratch: (Vec<u8>, Vec<usize>),
 }
 
 /// A record held over for the next batch (see [`Reader::carry`]).
@@ -879,7 +882,12 @@ impl SourceReader for Reader {
             return Ok(ReadStatus::Idle(Duration::from_millis(100)));
         };
         let started = Instant::now();
-        let mut bodies: Vec<Vec<u8>> = Vec::new();
+        // Every record value of the batch in one buffer (`ends[i]` is where value i ends),
+        // not a vector a record.
+        // Kept from the batch before, so that a batch's buffer is not grown anew.
+        let (mut buf, mut ends) = std::mem::take(&mut self.scratch);
+        buf.clear();
+        ends.clear();
         let mut reassign = false;
         let mut tombstones = 0usize;
         // The table of the batch being built (records of one table per batch).
@@ -889,15 +897,21 @@ impl SourceReader for Reader {
                 p.next = c.offset + 1;
                 entry = Some(p.entry);
                 match c.body {
-                    Some(b) => bodies.push(b),
+                    Some(b) => {
+                        buf.extend_from_slice(&b);
+                        ends.push(buf.len());
+                    }
                     None => tombstones += 1,
                 }
                 reassign |= p.done();
             }
         }
-        while bodies.len() < MAX_BATCH {
+        // The partition of the record before: records come in runs of one partition, so
+        // its key is made (a String) once a run, not once a record.
+        let mut at: Option<(String, i32)> = None;
+        while ends.len() < MAX_BATCH {
             let wait = POLL_WAIT.saturating_sub(started.elapsed());
-            let wait = if bodies.is_empty() {
+            let wait = if ends.is_empty() {
                 wait
             } else {
                 Duration::ZERO
@@ -905,8 +919,13 @@ impl SourceReader for Reader {
             match consumer.poll(wait) {
                 None => break,
                 Some(Ok(m)) => {
-                    let Some(p) = self.parts.get_mut(&(m.topic().to_string(), m.partition()))
-                    else {
+                    if at
+                        .as_ref()
+                        .is_none_or(|(t, p)| *p != m.partition() || t != m.topic())
+                    {
+                        at = Some((m.topic().to_string(), m.partition()));
+                    }
+                    let Some(p) = at.as_ref().and_then(|k| self.parts.get_mut(k)) else {
                         continue;
                     };
                     if m.offset() < p.next {
@@ -939,7 +958,10 @@ impl SourceReader for Reader {
                     entry = Some(p.entry);
                     p.next = m.offset() + 1;
                     match m.payload() {
-                        Some(b) => bodies.push(b.to_vec()),
+                        Some(b) => {
+                            buf.extend_from_slice(b);
+                            ends.push(buf.len());
+                        }
                         None => tombstones += 1,
                     }
                     if p.done() {
@@ -962,14 +984,13 @@ impl SourceReader for Reader {
             tracing::debug!(tombstones, "Kafka: records without a value were left out");
         }
         // (Not while a record is held: its partition's position is past it.)
-        if bodies.is_empty() && self.carry.is_none() && self.parts.values().any(|p| p.end.is_some())
-        {
+        if ends.is_empty() && self.carry.is_none() && self.parts.values().any(|p| p.end.is_some()) {
             reassign |= self.advance_to_positions()?;
         }
         if reassign {
             self.assign()?;
         }
-        let Some(entry) = entry.filter(|_| !bodies.is_empty()) else {
+        let Some(entry) = entry.filter(|_| !ends.is_empty()) else {
             if self.carry.is_some() {
                 return Ok(ReadStatus::Idle(Duration::ZERO));
             }
@@ -979,8 +1000,18 @@ impl SourceReader for Reader {
             return Ok(ReadStatus::Idle(Duration::from_millis(20)));
         };
         let Entry { decoder, table, .. } = &self.entries[entry];
-        let refs: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+        let mut start = 0;
+        let refs: Vec<&[u8]> = ends
+            .iter()
+            .map(|&end| {
+                let r = &buf[start..end];
+                start = end;
+                r
+            })
+            .collect();
         let decoded = decoder.decode(NAME, &refs)?;
+        drop(refs);
+        self.scratch = (buf, ends);
         if decoded.skipped > 0 {
             tracing::warn!(
                 skipped = decoded.skipped,

@@ -161,8 +161,9 @@ impl Writer {
 
 impl SinkWriter for Writer {
     fn write(&mut self, batch: &ChangeBatch) -> Result<()> {
+        let encoder = self.encoder.batch(&batch.data);
         let bodies: Vec<Vec<u8>> = (0..batch.num_rows())
-            .map(|i| self.encoder.encode(&batch.data, i))
+            .map(|i| encoder.encode(i))
             .collect::<std::result::Result<_, String>>()
             .map_err(|e| FerryError::data(NAME, e))?;
         let n = bodies.len() as u64;

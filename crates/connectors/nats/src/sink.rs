@@ -126,6 +126,7 @@ impl SinkWriter for Writer {
         };
         let mut out = Vec::new();
         let mut replies = std::collections::HashSet::new();
+        let encoder = self.encoder.batch(&batch.data);
         for i in 0..batch.num_rows() {
             let id = format!("{}-{}-{}", self.id_base, self.epoch, self.position);
             self.position += 1;
@@ -135,10 +136,7 @@ impl SinkWriter for Writer {
                 &self.subject,
                 Some(&reply),
                 &[("Nats-Msg-Id", id.as_str())],
-                &self
-                    .encoder
-                    .encode(&batch.data, i)
-                    .map_err(|e| FerryError::data(NAME, e))?,
+                &encoder.encode(i).map_err(|e| FerryError::data(NAME, e))?,
             );
             replies.insert(reply);
         }

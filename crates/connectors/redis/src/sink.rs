@@ -178,6 +178,9 @@ impl SinkWriter for Writer {
         let schema = batch.data.schema();
         // A key that names a column takes each row's value of it (as SeaTunnel's writer).
         let key_column = schema.index_of(&self.key).ok();
+        // (A copy: the loop flushes through `self`.)
+        let encoder = self.encoder.clone();
+        let encoder = encoder.batch(&batch.data);
         for i in 0..batch.num_rows() {
             let key = match key_column {
                 Some(c) => text_value(batch.data.column(c).as_ref(), i),
@@ -195,9 +198,7 @@ impl SinkWriter for Writer {
             } else {
                 Entry::Value(
                     key,
-                    self.encoder
-                        .encode(&batch.data, i)
-                        .map_err(|e| FerryError::data(NAME, e))?,
+                    encoder.encode(i).map_err(|e| FerryError::data(NAME, e))?,
                 )
             };
             self.buffer.push(entry);

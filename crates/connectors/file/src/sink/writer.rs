@@ -222,6 +222,17 @@ impl FileWriter {
         let line = &mut self.line;
         line.clear();
         if cfg.format == Format::Json {
+            if let Some(w) = ferry_formats::json_rows::JsonRowWriter::new(batch) {
+                // Straight from the columns into the line buffer's bytes, checked once.
+                let mut bytes = std::mem::take(line).into_bytes();
+                for i in 0..batch.num_rows() {
+                    w.write(i, &mut bytes);
+                    bytes.extend_from_slice(cfg.row_delimiter.as_bytes());
+                }
+                *line = String::from_utf8(bytes)
+                    .map_err(|e| FerryError::internal(format!("json rows are not UTF-8: {e}")))?;
+                return Ok(());
+            }
             for i in 0..batch.num_rows() {
                 let mut m = Map::new();
                 for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {

@@ -9,6 +9,9 @@
 //! JSON. Nested columns (arrays, maps, rows) take their value as a `serde_json` value each,
 //! converted per batch by [`json_to_array`].
 //!
+//! The file sources read JSON lines with it; the broker sources ([`crate::Decoder`] with
+//! `format = json`) read message bodies, one object each, with it.
+//!
 //! arrow-json's `Decoder` was considered and not used: it converts differently from
 //! SeaTunnel's reading that Ferry implements (no case-insensitive field names, no rows
 //! written as lists, strings for booleans and numbers for timestamps read its own way,
@@ -27,7 +30,7 @@ const MAX_DEPTH: usize = 64;
 
 /// The decoder cannot read this line exactly as the general path would: use that instead.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct GiveUp;
+pub struct GiveUp;
 
 type Step<T = ()> = Result<T, GiveUp>;
 
@@ -126,7 +129,7 @@ impl JCol {
 }
 
 /// Decodes JSON lines (one object each) into the columns of `fields`.
-pub(crate) struct JsonDecoder {
+pub struct JsonDecoder {
     fields: Fields,
     cols: Vec<JCol>,
     /// Which columns the current line gave.
@@ -138,7 +141,7 @@ pub(crate) struct JsonDecoder {
 
 impl JsonDecoder {
     /// A decoder for the columns `fields`, batches of about `cap` rows.
-    pub(crate) fn new(fields: Fields, cap: usize) -> JsonDecoder {
+    pub fn new(fields: Fields, cap: usize) -> JsonDecoder {
         let cols = fields
             .iter()
             .map(|f| JCol::new(f.data_type(), cap))
@@ -153,7 +156,7 @@ impl JsonDecoder {
     }
 
     /// Forgets the rows decoded since the last [`finish`](Self::finish).
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         if self.rows > 0 {
             for c in &mut self.cols {
                 let _ = c.finish();
@@ -163,7 +166,7 @@ impl JsonDecoder {
     }
 
     /// The decoded rows as columns; `Err` when the general path must read the batch.
-    pub(crate) fn finish(&mut self) -> Result<Vec<ArrayRef>, GiveUp> {
+    pub fn finish(&mut self) -> Result<Vec<ArrayRef>, GiveUp> {
         self.rows = 0;
         let mut out = Vec::with_capacity(self.cols.len());
         let mut failed = false;
@@ -182,7 +185,7 @@ impl JsonDecoder {
     }
 
     /// Decodes one line. After `Err` the builders are inconsistent: [`reset`](Self::reset).
-    pub(crate) fn decode_line(&mut self, line: &str) -> Step {
+    pub fn decode_line(&mut self, line: &str) -> Step {
         let b = line.as_bytes();
         self.seen.iter_mut().for_each(|s| *s = false);
         let mut p = ws(b, 0);
