@@ -34,7 +34,7 @@ use ferry_api::{
 use ferry_formats::{read_change_format, Encoder, Format, CHANGE_FORMAT_OPTIONS};
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::ClientContext;
 use serde_json::Value;
 
@@ -475,7 +475,7 @@ impl ferry_api::SinkCommitter for Committer {
 
 /// The number of partitions of `topic`, asked of the cluster once.
 fn partition_count(
-    producer: &ThreadedProducer<Reporter>,
+    producer: &BaseProducer<Reporter>,
     counts: &mut std::collections::HashMap<String, i32>,
     servers: &str,
     topic: &str,
@@ -518,6 +518,28 @@ struct Reporter {
 
 /// Where a producer's id and epoch go once librdkafka logs them.
 type AcquiredPid = Arc<Mutex<Option<(i64, i16)>>>;
+
+/// Aborts `producer`'s open transaction. librdkafka first purges the messages not yet
+/// delivered and waits for their delivery reports, which only a poll serves: so they are
+/// purged and served here first.
+fn abort_transaction(producer: &BaseProducer<Reporter>) -> rdkafka::error::KafkaResult<()> {
+    producer.purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
+    // A flush that fails leaves the abort to say why.
+    let _ = producer.flush(FLUSH_TIMEOUT);
+    producer.abort_transaction(FLUSH_TIMEOUT)
+}
+
+/// Serves the delivery reports, errors and log lines queued for `producer`, without
+/// waiting. A `BaseProducer` rather than rdkafka's `ThreadedProducer`: that one's thread
+/// polls in 100 ms waits, so a flush (whose own poll the thread beats to the reports) and
+/// every drop of a producer (which joins the thread) took up to 100 ms each, at every
+/// checkpoint and for every transactional id probed.
+fn serve_events(producer: &BaseProducer<Reporter>) {
+    // One report event holds many messages' reports; a few polls empty the queue.
+    for _ in 0..8 {
+        producer.poll(Duration::ZERO);
+    }
+}
 
 /// The producer id and epoch in librdkafka's `Acquired PID{Id:1000,Epoch:3}` log line.
 pub(crate) fn acquired_pid(message: &str) -> Option<(i64, i16)> {
@@ -587,7 +609,7 @@ struct Writer {
     /// `kafka.config`.
     config: Vec<(String, String)>,
     /// The producer; with EXACTLY_ONCE the open transaction's, `None` between transactions.
-    producer: Option<ThreadedProducer<Reporter>>,
+    producer: Option<BaseProducer<Reporter>>,
     errors: Arc<Mutex<Option<String>>>,
     /// With EXACTLY_ONCE: the transactions.
     eos: Option<Eos>,
@@ -600,7 +622,7 @@ impl Writer {
         &self,
         ours: &[(&str, String)],
         last: &[(&str, String)],
-    ) -> Result<(ThreadedProducer<Reporter>, AcquiredPid)> {
+    ) -> Result<(BaseProducer<Reporter>, AcquiredPid)> {
         let pid = Arc::new(Mutex::new(None));
         let mut config = client_config(&self.servers, ours, &self.config);
         for (k, v) in last {
@@ -628,7 +650,7 @@ impl Writer {
     /// A transactional producer for `transactional.id` `id`, initialised (which fences an
     /// earlier producer of the id and aborts the transaction it left open), and its
     /// producer id and epoch.
-    fn init_transactional(&self, id: &str) -> Result<(ThreadedProducer<Reporter>, (i64, i16))> {
+    fn init_transactional(&self, id: &str) -> Result<(BaseProducer<Reporter>, (i64, i16))> {
         // `debug = eos` makes librdkafka log the producer id and epoch it acquires.
         let debug = match self.config.iter().rev().find(|(k, _)| k == "debug") {
             Some((_, v)) if !v.trim().is_empty() => format!("{v},eos"),
@@ -659,7 +681,8 @@ impl Writer {
         while got.is_none() && waited.elapsed() < Duration::from_secs(5) {
             got = pid.lock().ok().and_then(|p| *p);
             if got.is_none() {
-                std::thread::sleep(Duration::from_millis(2));
+                // Log lines reach the context through the producer's queue.
+                producer.poll(Duration::from_millis(2));
             }
         }
         let got = got.ok_or_else(|| {
@@ -893,9 +916,11 @@ impl SinkWriter for Writer {
                 match producer.send(record) {
                     Ok(()) => break,
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
-                        // librdkafka's queue is full: its thread is sending; wait a little.
+                        // librdkafka's queue is full: its thread is sending. A message
+                        // leaves the queue once its delivery report is served: serve them,
+                        // waiting for the next one at most a little.
                         record = r;
-                        std::thread::sleep(Duration::from_millis(5));
+                        producer.poll(Duration::from_millis(10));
                     }
                     Err((e, _)) => {
                         return Err(external(
@@ -907,6 +932,7 @@ impl SinkWriter for Writer {
                 }
             }
         }
+        serve_events(producer);
         self.check_deliveries()
     }
 
@@ -948,7 +974,7 @@ impl SinkWriter for Writer {
     fn abort(&mut self) -> Result<()> {
         if self.eos.is_some() {
             if let Some(p) = self.producer.take() {
-                p.abort_transaction(FLUSH_TIMEOUT)
+                abort_transaction(&p)
                     .map_err(|e| external(&self.servers, "aborting a transaction", e))?;
             }
             if let Some(eos) = &mut self.eos {
@@ -967,7 +993,7 @@ impl SinkWriter for Writer {
         if self.eos.is_some() {
             // After the last prepared commit: a transaction still open holds nothing.
             if let Some(p) = self.producer.take() {
-                p.abort_transaction(FLUSH_TIMEOUT)
+                abort_transaction(&p)
                     .map_err(|e| external(&self.servers, "ending the last transaction", e))?;
             }
             Ok(())
