@@ -519,14 +519,35 @@ struct Reporter {
 /// Where a producer's id and epoch go once librdkafka logs them.
 type AcquiredPid = Arc<Mutex<Option<(i64, i16)>>>;
 
-/// Aborts `producer`'s open transaction. librdkafka first purges the messages not yet
-/// delivered and waits for their delivery reports, which only a poll serves: so they are
-/// purged and served here first.
+/// Aborts `producer`'s open transaction. librdkafka first waits for the delivery reports
+/// of every message it was given, which only a poll serves: so the messages not yet sent
+/// are purged, and those in flight awaited, here first. (Not purged in flight: the broker
+/// may store them after the abort, and one that does not reject them then, as Tansu does
+/// not, keeps them in a transaction left open.)
 fn abort_transaction(producer: &BaseProducer<Reporter>) -> rdkafka::error::KafkaResult<()> {
-    producer.purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
+    producer.purge(rdkafka::producer::PurgeConfig::default().queue());
     // A flush that fails leaves the abort to say why.
-    let _ = producer.flush(FLUSH_TIMEOUT);
+    let _ = flush(producer, FLUSH_TIMEOUT);
     producer.abort_transaction(FLUSH_TIMEOUT)
+}
+
+/// Waits until every message `producer` was given is delivered (or failed) and its report
+/// served, for at most `timeout`. Not rdkafka's `flush`: that polls in steps of up to
+/// 100 ms, and a poll returns only at the end of its step, so every flush with a message
+/// in flight took 100 ms at least.
+fn flush(producer: &BaseProducer<Reporter>, timeout: Duration) -> rdkafka::error::KafkaResult<()> {
+    let end = std::time::Instant::now() + timeout;
+    loop {
+        // A flush that does not wait: done, or the messages left.
+        match producer.flush(Duration::ZERO) {
+            Err(KafkaError::Flush(RDKafkaErrorCode::OperationTimedOut))
+                if std::time::Instant::now() < end =>
+            {
+                producer.poll(Duration::from_millis(1));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Serves the delivery reports, errors and log lines queued for `producer`, without
@@ -775,7 +796,7 @@ impl Writer {
     /// Waits until every message sent so far is acknowledged (or failed).
     fn flush(&self) -> Result<()> {
         if let Some(p) = &self.producer {
-            p.flush(FLUSH_TIMEOUT).map_err(|e| {
+            flush(p, FLUSH_TIMEOUT).map_err(|e| {
                 external(
                     &self.servers,
                     &format!("flushing to topic '{}'", self.topic.text()),
@@ -917,10 +938,10 @@ impl SinkWriter for Writer {
                     Ok(()) => break,
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
                         // librdkafka's queue is full: its thread is sending. A message
-                        // leaves the queue once its delivery report is served: serve them,
-                        // waiting for the next one at most a little.
+                        // leaves the queue once its delivery report is served: serve them
+                        // for a millisecond (a poll returns only when its time is up).
                         record = r;
-                        producer.poll(Duration::from_millis(10));
+                        producer.poll(Duration::from_millis(1));
                     }
                     Err((e, _)) => {
                         return Err(external(
@@ -999,6 +1020,20 @@ impl SinkWriter for Writer {
             Ok(())
         } else {
             self.flush()
+        }
+    }
+}
+
+/// A writer dropped with its producer (a failed job, an abandoned transaction) lets the
+/// messages already handed to librdkafka finish for a moment before the producer is
+/// destroyed, which purges what is left: records of a fenced or abandoned transaction
+/// then reach the broker before the next run's producer aborts that transaction, not after
+/// (a broker that does not reject an old epoch's records, as Tansu does not, would keep
+/// late ones in a transaction left open).
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Some(p) = &self.producer {
+            let _ = flush(p, Duration::from_millis(500));
         }
     }
 }
