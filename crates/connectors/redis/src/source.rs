@@ -173,6 +173,7 @@ impl Source for RedisSource {
             conn: None,
             scan: None,
             no_more: false,
+            seen: SeenKeys::default(),
         }))
     }
 }
@@ -202,6 +203,28 @@ struct Reader {
     conn: Option<Conn>,
     scan: Option<Scan>,
     no_more: bool,
+    /// The keys this run's scan returned, as 128-bit hashes: `SCAN` returns a key more
+    /// than once when Redis resizes its table during the scan, and such a key is read once.
+    seen: SeenKeys,
+}
+
+/// A set of keys by two independent 64-bit hashes of each (16 bytes a key, where the keys
+/// themselves would take their length and more; two distinct keys share both hashes with a
+/// chance of 2^-128).
+#[derive(Default)]
+struct SeenKeys {
+    hashers: (std::hash::RandomState, std::hash::RandomState),
+    keys: std::collections::HashSet<u128>,
+}
+
+impl SeenKeys {
+    /// Whether `key` is new; it is not afterwards.
+    fn insert(&mut self, key: &str) -> bool {
+        use std::hash::BuildHasher;
+        let h = (u128::from(self.hashers.0.hash_one(key)) << 64)
+            | u128::from(self.hashers.1.hash_one(key));
+        self.keys.insert(h)
+    }
 }
 
 impl Reader {
@@ -287,6 +310,7 @@ impl Reader {
                 (keys, state)
             }
         };
+        let keys: Vec<String> = keys.into_iter().filter(|k| self.seen.insert(k)).collect();
         if keys.is_empty() {
             return Ok((state, Vec::new()));
         }
@@ -408,5 +432,19 @@ impl SourceReader for Reader {
 
     fn snapshot(&mut self, _checkpoint_id: u64) -> Result<Vec<Split>> {
         self.scan.iter().map(|s| Split::typed("scan", s)).collect()
+    }
+}
+
+#[cfg(test)]
+mod seen_tests {
+    use super::SeenKeys;
+
+    #[test]
+    fn a_key_is_new_once_and_distinct_keys_stay_distinct() {
+        let mut seen = SeenKeys::default();
+        let keys: Vec<String> = (0..10_000).map(|i| format!("key_test{i}")).collect();
+        assert!(keys.iter().all(|k| seen.insert(k)));
+        assert!(keys.iter().all(|k| !seen.insert(k)));
+        assert!(seen.insert("key_test10000"));
     }
 }
