@@ -156,25 +156,13 @@ mod tests {
 
     use arrow::array::*;
     use arrow::datatypes::{Field, Schema};
-    use serde_json::{Map, Value};
+    use serde_json::Value;
 
     use super::*;
 
     /// The general path: a `serde_json` object a row.
     fn general(batch: &RecordBatch, i: usize) -> String {
-        let m: Map<String, Value> = batch
-            .schema_ref()
-            .fields()
-            .iter()
-            .zip(batch.columns())
-            .map(|(f, c)| {
-                (
-                    f.name().clone(),
-                    array_value_to_json(c.as_ref(), i, RowStyle::Named),
-                )
-            })
-            .collect();
-        Value::Object(m).to_string()
+        Value::Object(crate::row_object(batch, i)).to_string()
     }
 
     #[test]

@@ -403,6 +403,19 @@ impl Decoder {
         self.decode_each(component, bodies)
     }
 
+    /// `rows` rows of the schema from `columns` (none for a schema without columns).
+    fn batch(&self, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
+        Ok(if columns.is_empty() {
+            RecordBatch::try_new_with_options(
+                self.schema.clone(),
+                vec![],
+                &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+            )?
+        } else {
+            RecordBatch::try_new(self.schema.clone(), columns)?
+        })
+    }
+
     /// [`decode`](Self::decode) through a `serde_json` value a message, each message
     /// checked against the columns on its own (so that a bad one is named or skipped).
     fn decode_each(&self, component: &str, bodies: &[&[u8]]) -> Result<Decoded> {
@@ -437,15 +450,7 @@ impl Decoder {
         let columns = self
             .columns(&rows)
             .map_err(|e| FerryError::data(component, e))?;
-        let batch = if columns.is_empty() {
-            RecordBatch::try_new_with_options(
-                self.schema.clone(),
-                vec![],
-                &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
-            )?
-        } else {
-            RecordBatch::try_new(self.schema.clone(), columns)?
-        };
+        let batch = self.batch(columns, rows.len())?;
         let kinds = kinds
             .iter()
             .any(|k| *k != RowKind::Insert as u8)
@@ -476,15 +481,7 @@ impl Decoder {
         let Ok(columns) = d.finish() else {
             return Ok(None);
         };
-        let batch = if columns.is_empty() {
-            RecordBatch::try_new_with_options(
-                self.schema.clone(),
-                vec![],
-                &arrow::array::RecordBatchOptions::new().with_row_count(Some(bodies.len())),
-            )?
-        } else {
-            RecordBatch::try_new(self.schema.clone(), columns)?
-        };
+        let batch = self.batch(columns, bodies.len())?;
         Ok(Some(Decoded {
             batch,
             skipped: 0,

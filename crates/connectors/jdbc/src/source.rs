@@ -194,15 +194,8 @@ fn keyset_columns(dialect: Dialect, key: &[String], columns: &[ColumnDef]) -> Op
                 dialect == Dialect::Postgres || !(t.starts_with("enum") || t.starts_with("set"))
             };
             match c.data_type {
-                DataType::Int8
-                | DataType::Int16
-                | DataType::Int32
-                | DataType::Int64
-                | DataType::UInt8
-                | DataType::UInt16
-                | DataType::UInt32
-                | DataType::UInt64
-                | DataType::Decimal128(_, 0) => Some(i),
+                ref t if t.is_integer() => Some(i),
+                DataType::Decimal128(_, 0) => Some(i),
                 DataType::Utf8 | DataType::LargeUtf8 if text_ok() => Some(i),
                 _ => None,
             }
