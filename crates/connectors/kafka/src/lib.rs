@@ -20,6 +20,7 @@
 //!   producer opened); with `AT_LEAST_ONCE` an idempotent producer flushed at every
 //!   checkpoint; `NON` sends without waiting. See [`sink`] for the exact guarantee.
 
+mod batch;
 pub mod end_txn;
 pub mod sink;
 mod source;

@@ -34,10 +34,11 @@ use ferry_api::{
 use ferry_formats::{read_change_format, Encoder, Format, CHANGE_FORMAT_OPTIONS};
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::producer::{BaseProducer, DeliveryResult, Producer, ProducerContext};
 use rdkafka::ClientContext;
 use serde_json::Value;
 
+use crate::batch::{BatchProducer, Messages};
 use crate::end_txn::{end_transaction, PreparedTxn};
 use crate::{client_config, describe_config, external, read_kafka_config, NAME};
 
@@ -56,6 +57,10 @@ const MAX_LEFTOVERS: u64 = 10_000;
 /// transaction a crashed run prepared for its first checkpoint, the one it had open after
 /// it, and one more for a checkpoint begun before the first was stored.
 const FRESH_WINDOW: u64 = 3;
+
+/// Messages handed to librdkafka in one call at most, and the bytes after which a run ends.
+const RUN_MESSAGES: usize = 1024;
+const RUN_BYTES: usize = 1 << 20;
 
 ferry_api::declare_options! {
     /// The `Kafka` sink's own options.
@@ -375,6 +380,8 @@ impl Sink for KafkaSink {
             partition: self.partition,
             config: self.config.clone(),
             producer: None,
+            messages: Messages::default(),
+            run_topic: String::new(),
             errors,
             eos: None,
         };
@@ -397,10 +404,11 @@ impl Sink for KafkaSink {
                 writer.producer = Some(
                     writer
                         .new_producer(&[("enable.idempotence", "true".into())], &[])?
-                        .0,
+                        .0
+                        .into(),
                 );
             }
-            Semantics::Non => writer.producer = Some(writer.new_producer(&[], &[])?.0),
+            Semantics::Non => writer.producer = Some(writer.new_producer(&[], &[])?.0.into()),
         }
         Ok(Box::new(writer))
     }
@@ -630,7 +638,10 @@ struct Writer {
     /// `kafka.config`.
     config: Vec<(String, String)>,
     /// The producer; with EXACTLY_ONCE the open transaction's, `None` between transactions.
-    producer: Option<BaseProducer<Reporter>>,
+    producer: Option<BatchProducer<Reporter>>,
+    /// The messages of the run of rows being gathered, and their topic (kept for their room).
+    messages: Messages,
+    run_topic: String,
     errors: Arc<Mutex<Option<String>>>,
     /// With EXACTLY_ONCE: the transactions.
     eos: Option<Eos>,
@@ -766,7 +777,7 @@ impl Writer {
         producer
             .begin_transaction()
             .map_err(|e| external(&self.servers, "beginning a transaction", e))?;
-        self.producer = Some(producer);
+        self.producer = Some(producer.into());
         if let Some(eos) = &mut self.eos {
             eos.next += 1;
             eos.open = Some(OpenTxn {
@@ -814,9 +825,9 @@ impl SinkWriter for Writer {
             return Ok(());
         }
         self.ensure_open()?;
-        let Some(producer) = self.producer.as_ref() else {
+        if self.producer.is_none() {
             return Err(FerryError::internal("Kafka writer without a producer"));
-        };
+        }
         if let Some(OpenTxn { sent, .. }) = self.eos.as_mut().and_then(|e| e.open.as_mut()) {
             *sent = true;
         }
@@ -848,13 +859,12 @@ impl SinkWriter for Writer {
         };
         let encoder = self.encoder.batch(&batch.data);
         let key_encoder = keys.as_ref().map(|k| self.encoder.batch(k));
-        // librdkafka copies a record's bytes when it is sent: one buffer serves every row.
-        let mut body = Vec::new();
+        // Rows are gathered into runs of messages to one topic, each handed to librdkafka
+        // in one call (`crate::batch`); it copies their bytes, so the buffers serve again.
+        let mut messages = std::mem::take(&mut self.messages);
+        let mut run_topic = std::mem::take(&mut self.run_topic);
+        run_topic.clear();
         for i in 0..batch.num_rows() {
-            body.clear();
-            encoder
-                .encode_change_into(batch.kind(i), i, &mut body)
-                .map_err(|e| FerryError::data(NAME, format!("row {i}: {e}")))?;
             let key = match &key_encoder {
                 _ if row_columns.is_some() => row_columns.and_then(|(_, k)| {
                     let c = batch.data.column(k);
@@ -907,53 +917,68 @@ impl SinkWriter for Writer {
                     &self.topic_buf
                 }
             };
+            if messages.len() > 0
+                && (run_topic != topic
+                    || messages.len() >= RUN_MESSAGES
+                    || messages.byte_len() >= RUN_BYTES)
+            {
+                let Some(producer) = self.producer.as_mut() else {
+                    return Err(FerryError::internal("Kafka writer without a producer"));
+                };
+                producer.send(&run_topic, &mut messages).map_err(|e| {
+                    external(
+                        &self.servers,
+                        &format!("producing to topic '{run_topic}'"),
+                        e,
+                    )
+                })?;
+            }
+            if run_topic != topic {
+                run_topic.clear();
+                run_topic.push_str(topic);
+            }
+            encoder
+                .encode_change_into(batch.kind(i), i, messages.bytes())
+                .map_err(|e| FerryError::data(NAME, format!("row {i}: {e}")))?;
             let partition = match self.partition {
                 Some(p) => Some(p),
                 None if !self.assign.is_empty() => {
+                    let Some(producer) = self.producer.as_deref() else {
+                        return Err(FerryError::internal("Kafka writer without a producer"));
+                    };
                     let n = partition_count(
                         producer,
                         &mut self.partition_counts,
                         &self.servers,
-                        topic,
+                        &run_topic,
                     )?;
                     if n <= self.assign.len() as i32 {
                         return Err(FerryError::config(format!(
-                            "{NAME}: assign_partitions names {} partitions and topic '{topic}' has {n}; it needs at least one more for the other messages",
+                            "{NAME}: assign_partitions names {} partitions and topic '{run_topic}' has {n}; it needs at least one more for the other messages",
                             self.assign.len()
                         )));
                     }
-                    Some(content_partition(&self.assign, &body, n))
+                    Some(content_partition(&self.assign, messages.pending_body(), n))
                 }
                 None => None,
             };
-            let mut record = BaseRecord::<[u8], [u8]>::to(topic).payload(&body);
-            if let Some(k) = &key {
-                record = record.key(k.as_slice());
-            }
-            if let Some(p) = partition {
-                record = record.partition(p);
-            }
-            loop {
-                match producer.send(record) {
-                    Ok(()) => break,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
-                        // librdkafka's queue is full: its thread is sending. A message
-                        // leaves the queue once its delivery report is served: serve them
-                        // for a millisecond (a poll returns only when its time is up).
-                        record = r;
-                        producer.poll(Duration::from_millis(1));
-                    }
-                    Err((e, _)) => {
-                        return Err(external(
-                            &self.servers,
-                            &format!("producing to topic '{}'", self.topic.text()),
-                            e,
-                        ))
-                    }
-                }
-            }
+            messages.end_body(key.as_deref(), partition);
         }
-        serve_events(producer);
+        let Some(producer) = self.producer.as_mut() else {
+            return Err(FerryError::internal("Kafka writer without a producer"));
+        };
+        producer.send(&run_topic, &mut messages).map_err(|e| {
+            external(
+                &self.servers,
+                &format!("producing to topic '{run_topic}'"),
+                e,
+            )
+        })?;
+        self.messages = messages;
+        self.run_topic = run_topic;
+        if let Some(p) = &self.producer {
+            serve_events(p);
+        }
         self.check_deliveries()
     }
 

@@ -939,3 +939,46 @@ fn sink_compatible_debezium_json_writes_each_rows_key_and_value_to_its_topic() {
     .to_string();
     assert!(e.contains("debezium_json"), "{e}");
 }
+
+/// The writer hands librdkafka runs of messages in one call; when librdkafka's queue is
+/// full it refuses the rest of a run, and the writer goes on from the first refused
+/// message after serving delivery reports: every row arrives once, in order, with its key.
+#[test]
+fn sink_goes_on_in_order_when_librdkafkas_queue_is_full() {
+    let t = topic("sink-queue-full", 1);
+    let s = sink(
+        &t,
+        json!({"partition_key_fields": ["id"],
+               "kafka.config": {"queue.buffering.max.messages": "7", "linger.ms": "0"}}),
+    )
+    .unwrap();
+    let ctx = WriterContext {
+        subtask: 0,
+        parallelism: 1,
+        job: job(JobMode::Batch),
+        attempt: "a".into(),
+    };
+    let mut w = s.create_writer(&ctx, None).unwrap();
+    let ids: Vec<i64> = (0..3000).collect();
+    // Two batches: the second starts while the first's messages may still be queued.
+    w.write(&batch(&ids[..2500])).unwrap();
+    w.write(&batch(&ids[2500..])).unwrap();
+    w.prepare_commit(1).unwrap();
+    w.close().unwrap();
+    let got = keyed_messages(&t);
+    let want: Vec<(Option<String>, String)> = ids
+        .iter()
+        .map(|i| {
+            (
+                Some(json!({"id": i}).to_string()),
+                json!({"id": i, "name": format!("row {i}")}).to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(got.len(), want.len());
+    assert!(
+        got == want,
+        "first difference at {:?}",
+        got.iter().zip(&want).position(|(a, b)| a != b)
+    );
+}
