@@ -355,9 +355,23 @@ fn be_i64(v: &[u8]) -> i64 {
     i64::from_be_bytes(b)
 }
 
+/// 10^0 to 10^38: `fits` runs once a decimal value, and `i128::pow` loops.
+const POW10: [i128; 39] = {
+    let mut t = [1i128; 39];
+    let mut i = 1;
+    while i < 39 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
 pub(crate) fn fits(x: i128, p: u8) -> bool {
-    let max = 10i128.pow(p as u32);
-    x > -max && x < max
+    match POW10.get(p as usize) {
+        Some(&max) => x > -max && x < max,
+        // More than 38 digits: anything an i128 holds.
+        None => true,
+    }
 }
 
 pub(crate) fn mysql_time(s: &str) -> Option<i64> {
@@ -534,6 +548,19 @@ impl CopyDecoder {
         self.buf.extend_from_slice(chunk);
     }
 
+    /// As [`CopyDecoder::push`], without copying `chunk` when nothing is buffered and no
+    /// one else holds it (the usual case: chunks end at row boundaries).
+    pub fn push_bytes(&mut self, chunk: bytes::Bytes) {
+        if !self.buf.is_empty() {
+            self.buf.extend_from_slice(&chunk);
+            return;
+        }
+        match chunk.try_into_mut() {
+            Ok(owned) => self.buf = owned,
+            Err(shared) => self.buf.extend_from_slice(&shared),
+        }
+    }
+
     /// Appends complete buffered rows to `out` until it holds `max_rows` or no complete row
     /// is left.
     pub fn drain(&mut self, out: &mut Builders, max_rows: usize) -> Result<()> {
@@ -652,6 +679,92 @@ mod tests {
             pg_numeric(&numeric(-1, 0, &[1249, 9999]), 2).unwrap(),
             Some(12)
         );
+    }
+
+    /// Chunks taken whole (`push_bytes`) or copied (`push`), cut at row boundaries or inside
+    /// a row, decode to the same rows.
+    #[test]
+    fn copy_chunks_decode_alike_taken_whole_or_copied_and_cut_anywhere() {
+        use arrow::array::{Array, Int64Array, StringArray};
+        let col = |name: &str, data_type: DataType, wire: Wire| ColumnDef {
+            name: name.into(),
+            data_type,
+            nullable: true,
+            source_type: String::new(),
+            length: None,
+            wire,
+            select: name.into(),
+        };
+        let columns = [
+            col("id", DataType::Int64, Wire::I64),
+            col("name", DataType::Utf8, Wire::Text),
+        ];
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("id", DataType::Int64, true),
+            arrow::datatypes::Field::new("name", DataType::Utf8, true),
+        ]));
+        let mut stream = SIGNATURE.to_vec();
+        stream.extend_from_slice(&[0; 8]);
+        let mut row_ends = Vec::new();
+        for id in 0..50i64 {
+            stream.extend_from_slice(&2i16.to_be_bytes());
+            stream.extend_from_slice(&8i32.to_be_bytes());
+            stream.extend_from_slice(&id.to_be_bytes());
+            if id % 7 == 0 {
+                stream.extend_from_slice(&(-1i32).to_be_bytes());
+            } else {
+                let name = format!("row {id}");
+                stream.extend_from_slice(&(name.len() as i32).to_be_bytes());
+                stream.extend_from_slice(name.as_bytes());
+            }
+            row_ends.push(stream.len());
+        }
+        stream.extend_from_slice(&(-1i16).to_be_bytes());
+        let decode = |cuts: &[usize], whole: bool| {
+            let mut out = Builders::new(&columns, schema.clone(), 8, "test").unwrap();
+            let mut dec = CopyDecoder::new(2);
+            let mut at = 0;
+            for &cut in cuts.iter().chain([&stream.len()]) {
+                let chunk = &stream[at..cut];
+                if whole {
+                    dec.push_bytes(bytes::Bytes::copy_from_slice(chunk));
+                } else {
+                    dec.push(chunk);
+                }
+                dec.drain(&mut out, usize::MAX).unwrap();
+                at = cut;
+            }
+            assert!(dec.done);
+            let b = out.finish().unwrap();
+            let ids = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .clone();
+            let names = b.column(1).as_any().downcast_ref::<StringArray>().unwrap();
+            let names: Vec<Option<String>> = names.iter().map(|n| n.map(String::from)).collect();
+            (ids.values().to_vec(), names)
+        };
+        let want = decode(&[], false);
+        assert_eq!(want.0, (0..50).collect::<Vec<i64>>());
+        assert_eq!(want.1[3].as_deref(), Some("row 3"));
+        assert_eq!(want.1[7], None);
+        let at_rows: Vec<usize> = row_ends.iter().step_by(6).copied().collect();
+        let inside: Vec<usize> = row_ends.iter().step_by(5).map(|e| e - 3).collect();
+        for cuts in [&at_rows, &inside] {
+            assert_eq!(decode(cuts, true), want);
+            assert_eq!(decode(cuts, false), want);
+        }
+    }
+
+    #[test]
+    fn decimal_bounds_are_the_precisions_powers_of_ten() {
+        assert!(fits(99_999, 5) && fits(-99_999, 5));
+        assert!(!fits(100_000, 5) && !fits(-100_000, 5));
+        let max38 = 10i128.pow(38) - 1;
+        assert!(fits(max38, 38) && !fits(max38 + 1, 38));
+        assert!(fits(0, 0) && !fits(1, 0));
     }
 
     #[test]

@@ -283,7 +283,12 @@ fn parse_uuid(s: &str) -> Option<[u8; 16]> {
         if c == b'-' {
             continue;
         }
-        let v = (c as char).to_digit(16)? as u8;
+        let v = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
         let byte = out.get_mut(n / 2)?;
         *byte = if n % 2 == 0 { v << 4 } else { *byte | v };
         n += 1;
@@ -301,6 +306,13 @@ fn numeric(out: &mut Vec<u8>, v: i128, scale: u8) {
     // Decimal digits, least significant first (an i128 has at most 39).
     let mut dec = [0u8; 40];
     let mut n = 0usize;
+    // Most values fit 64 bits, whose division is a few times faster than 128-bit division.
+    while a > u64::MAX as u128 {
+        dec[n] = (a % 10) as u8;
+        a /= 10;
+        n += 1;
+    }
+    let mut a = a as u64;
     while a > 0 {
         dec[n] = (a % 10) as u8;
         a /= 10;

@@ -1186,7 +1186,7 @@ impl SourceReader for JdbcReader {
                     let Some(c) = cur.copy.as_mut() else {
                         return Err(FerryError::internal("Jdbc: COPY data for a MySQL split"));
                     };
-                    c.decoder.push(&chunk);
+                    c.decoder.push_bytes(chunk);
                     // Decoded at the top of the loop.
                     continue;
                 }
