@@ -558,6 +558,21 @@ fn flush(producer: &BaseProducer<Reporter>, timeout: Duration) -> rdkafka::error
     }
 }
 
+/// Hands the gathered `messages` to librdkafka for `topic`.
+fn send_run(
+    producer: Option<&mut BatchProducer<Reporter>>,
+    servers: &str,
+    topic: &str,
+    messages: &mut Messages,
+) -> Result<()> {
+    let Some(producer) = producer else {
+        return Err(FerryError::internal("Kafka writer without a producer"));
+    };
+    producer
+        .send(topic, messages)
+        .map_err(|e| external(servers, &format!("producing to topic '{topic}'"), e))
+}
+
 /// Serves the delivery reports, errors and log lines queued for `producer`, without
 /// waiting. A `BaseProducer` rather than rdkafka's `ThreadedProducer`: that one's thread
 /// polls in 100 ms waits, so a flush (whose own poll the thread beats to the reports) and
@@ -922,16 +937,12 @@ impl SinkWriter for Writer {
                     || messages.len() >= RUN_MESSAGES
                     || messages.byte_len() >= RUN_BYTES)
             {
-                let Some(producer) = self.producer.as_mut() else {
-                    return Err(FerryError::internal("Kafka writer without a producer"));
-                };
-                producer.send(&run_topic, &mut messages).map_err(|e| {
-                    external(
-                        &self.servers,
-                        &format!("producing to topic '{run_topic}'"),
-                        e,
-                    )
-                })?;
+                send_run(
+                    self.producer.as_mut(),
+                    &self.servers,
+                    &run_topic,
+                    &mut messages,
+                )?;
             }
             if run_topic != topic {
                 run_topic.clear();
@@ -964,16 +975,12 @@ impl SinkWriter for Writer {
             };
             messages.end_body(key.as_deref(), partition);
         }
-        let Some(producer) = self.producer.as_mut() else {
-            return Err(FerryError::internal("Kafka writer without a producer"));
-        };
-        producer.send(&run_topic, &mut messages).map_err(|e| {
-            external(
-                &self.servers,
-                &format!("producing to topic '{run_topic}'"),
-                e,
-            )
-        })?;
+        send_run(
+            self.producer.as_mut(),
+            &self.servers,
+            &run_topic,
+            &mut messages,
+        )?;
         self.messages = messages;
         self.run_topic = run_topic;
         if let Some(p) = &self.producer {

@@ -486,6 +486,16 @@ fn table_list_reads_each_topic_as_its_own_table_and_restores_exactly() {
     assert!(e.to_string().contains("table_list"), "{e}");
 }
 
+/// The context of a job's only writer.
+fn writer_ctx(mode: JobMode) -> WriterContext {
+    WriterContext {
+        subtask: 0,
+        parallelism: 1,
+        job: job(mode),
+        attempt: "a".into(),
+    }
+}
+
 fn table() -> TableSchema {
     TableSchema::new("default", batch(&[]).data.schema())
 }
@@ -612,12 +622,7 @@ fn sink_exactly_once_prepares_at_the_barrier_and_the_committer_commits_once() {
         json!({"semantics": "EXACTLY_ONCE", "transaction_prefix": format!("{t}-txn")}),
     )
     .unwrap();
-    let ctx = WriterContext {
-        subtask: 0,
-        parallelism: 1,
-        job: job(JobMode::Streaming),
-        attempt: "a".into(),
-    };
+    let ctx = writer_ctx(JobMode::Streaming);
     let mut w = s.create_writer(&ctx, None).unwrap();
     w.write(&batch(&[1, 2, 3])).unwrap();
     let info = w
@@ -656,12 +661,7 @@ fn sink_exactly_once_fences_a_stale_writer() {
         json!({"semantics": "EXACTLY_ONCE", "transaction_prefix": format!("{t}-txn")}),
     )
     .unwrap();
-    let ctx = WriterContext {
-        subtask: 0,
-        parallelism: 1,
-        job: job(JobMode::Streaming),
-        attempt: "a".into(),
-    };
+    let ctx = writer_ctx(JobMode::Streaming);
     let mut old = s.create_writer(&ctx, None).unwrap();
     old.write(&batch(&[1, 2])).unwrap();
     // The old writer's rows are stored (in its open transaction) before it is fenced. Sent
@@ -714,12 +714,7 @@ fn sink_partition_and_text_format() {
         json!({"format": "text", "field_delimiter": "|", "partition": 2}),
     )
     .unwrap();
-    let ctx = WriterContext {
-        subtask: 0,
-        parallelism: 1,
-        job: job(JobMode::Batch),
-        attempt: "a".into(),
-    };
+    let ctx = writer_ctx(JobMode::Batch);
     let mut w = s.create_writer(&ctx, None).unwrap();
     w.write(&batch(&[7, 8])).unwrap();
     w.prepare_commit(1).unwrap();
@@ -750,12 +745,7 @@ fn sink_topic_from_a_column_and_assign_partitions() {
     for id in [1, 2] {
         create_topic(&format!("{base}-{id}"), 1);
     }
-    let ctx = WriterContext {
-        subtask: 0,
-        parallelism: 1,
-        job: job(JobMode::Batch),
-        attempt: "a".into(),
-    };
+    let ctx = writer_ctx(JobMode::Batch);
     let s = sink(&format!("{base}-${{id}}"), json!({})).unwrap();
     let mut w = s.create_writer(&ctx, None).unwrap();
     w.write(&batch(&[1, 2, 1])).unwrap();
@@ -887,12 +877,7 @@ fn sink_compatible_debezium_json_writes_each_rows_key_and_value_to_its_topic() {
         ],
     )
     .unwrap();
-    let ctx = WriterContext {
-        subtask: 0,
-        parallelism: 1,
-        job: job(JobMode::Streaming),
-        attempt: "a".into(),
-    };
+    let ctx = writer_ctx(JobMode::Streaming);
     let mut w = s.create_writer(&ctx, None).unwrap();
     w.write(&ChangeBatch::inserts("default.default".into(), rows))
         .unwrap();
@@ -952,12 +937,7 @@ fn sink_goes_on_in_order_when_librdkafkas_queue_is_full() {
                "kafka.config": {"queue.buffering.max.messages": "7", "linger.ms": "0"}}),
     )
     .unwrap();
-    let ctx = WriterContext {
-        subtask: 0,
-        parallelism: 1,
-        job: job(JobMode::Batch),
-        attempt: "a".into(),
-    };
+    let ctx = writer_ctx(JobMode::Batch);
     let mut w = s.create_writer(&ctx, None).unwrap();
     let ids: Vec<i64> = (0..3000).collect();
     // Two batches: the second starts while the first's messages may still be queued.
