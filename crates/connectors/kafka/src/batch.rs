@@ -50,7 +50,6 @@ struct TopicHandle(NonNull<rd::rd_kafka_topic_t>);
 // SAFETY: librdkafka's topic handles may be used from any thread; this one is only used
 // through `&mut BatchProducer`, and released once.
 unsafe impl Send for TopicHandle {}
-unsafe impl Sync for TopicHandle {}
 
 impl Drop for TopicHandle {
     fn drop(&mut self) {
@@ -94,10 +93,7 @@ impl Messages {
     /// any, is copied after it. `partition` is the message's partition, or `None` for
     /// librdkafka's partitioner.
     pub(crate) fn end_body(&mut self, key: Option<&[u8]>, partition: Option<i32>) {
-        let start = self
-            .spans
-            .last()
-            .map_or(0, |s| s.key_end.unwrap_or(s.body_end));
+        let start = self.next_start();
         let body_end = self.bytes.len();
         let key_end = key.map(|k| {
             self.bytes.extend_from_slice(k);
@@ -113,11 +109,14 @@ impl Messages {
 
     /// The body of the message begun last but not yet ended.
     pub(crate) fn pending_body(&self) -> &[u8] {
-        let start = self
-            .spans
+        &self.bytes[self.next_start()..]
+    }
+
+    /// Where the next message's body starts: after the last message's key, or its body.
+    fn next_start(&self) -> usize {
+        self.spans
             .last()
-            .map_or(0, |s| s.key_end.unwrap_or(s.body_end));
-        &self.bytes[start..]
+            .map_or(0, |s| s.key_end.unwrap_or(s.body_end))
     }
 
     /// Messages gathered.
