@@ -22,6 +22,7 @@
 
 mod batch;
 pub mod end_txn;
+mod fetch;
 pub mod sink;
 mod source;
 

@@ -14,11 +14,12 @@ use ferry_formats::{
     read_change_format, read_schema, Decoder, Format, CHANGE_FORMAT_OPTIONS, SCHEMA_OPTIONS,
 };
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::fetch::FetchQueue;
 use crate::{client_config, describe_config, external, read_kafka_config, NAME};
 
 /// How long one metadata, watermark or offset request to the cluster may take.
@@ -458,13 +459,14 @@ impl Source for KafkaSource {
         Ok(Box::new(Reader {
             settings: self.settings.clone(),
             entries: self.entries.clone(),
+            fetch: None,
             consumer: None,
-            carry: None,
             parts: BTreeMap::new(),
             no_more: false,
             pending_commits: Vec::new(),
             high: BTreeMap::new(),
             scratch: (Vec::new(), Vec::new()),
+            assigned: BTreeSet::new(),
         }))
     }
 }
@@ -710,11 +712,11 @@ impl SplitEnumerator for Enumerator {
 struct Reader {
     settings: Arc<Settings>,
     entries: Arc<Vec<Entry>>,
+    /// Where the assigned partitions' records arrive. Declared before `consumer`: it
+    /// must be released before its client.
+    fetch: Option<FetchQueue>,
+    /// The consumer; its own queue brings errors and commit results, not records.
     consumer: Option<BaseConsumer>,
-    /// A record polled while a batch of another table was being built: it starts the
-    /// next batch. Its partition's `next` still points at it, so a snapshot taken before
-    /// it is emitted reads it again on restore.
-    carry: Option<Carried>,
     parts: BTreeMap<(String, i32), PartState>,
     no_more: bool,
     /// (checkpoint, offsets it holds), committed to the group when it completes.
@@ -723,13 +725,8 @@ struct Reader {
     high: BTreeMap<(String, i32), (i64, Instant)>,
     /// The buffers a batch's record values are gathered in, kept between polls.
     scratch: (Vec<u8>, Vec<usize>),
-}
-
-/// A record held over for the next batch (see [`Reader::carry`]).
-struct Carried {
-    key: (String, i32),
-    offset: i64,
-    body: Option<Vec<u8>>,
+    /// The partitions the consumer is assigned now (see [`Reader::assign`]).
+    assigned: BTreeSet<(String, i32)>,
 }
 
 /// How old a partition's high watermark may get before it is asked again (one partition
@@ -738,20 +735,58 @@ const WATERMARK_EVERY: Duration = Duration::from_secs(5);
 const WATERMARK_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl Reader {
-    /// Assigns the consumer every partition not read to its end, at its next offset.
+    /// Makes the consumer's assignment every partition not read to its end: partitions
+    /// that finished are taken away, new ones added at their next offset, and the rest
+    /// left alone. Never a whole new assignment: that makes librdkafka stop and restart
+    /// every partition, and a stop reply arriving for a partition restarted meanwhile
+    /// aborts the process (`rd_kafka_assignment_partition_stopped: rktp_started`).
     fn assign(&mut self) -> Result<()> {
         if self.consumer.is_none() {
             self.consumer = Some(self.settings.consumer()?);
         }
-        let mut tpl = TopicPartitionList::new();
-        for p in self.parts.values().filter(|p| !p.done()) {
-            tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(p.next))
-                .map_err(|e| FerryError::internal(format!("Kafka offsets: {e}")))?;
+        let Some(c) = &self.consumer else {
+            return Ok(());
+        };
+        if self.fetch.is_none() {
+            self.fetch = Some(FetchQueue::new(c).ok_or_else(|| {
+                FerryError::internal("Kafka: librdkafka gave no queue for fetched records")
+            })?);
         }
-        if let Some(c) = &self.consumer {
-            c.assign(&tpl)
+        let Some(fetch) = &self.fetch else {
+            return Ok(());
+        };
+        let wanted: BTreeSet<(String, i32)> = self
+            .parts
+            .iter()
+            .filter(|(_, p)| !p.done())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut gone = TopicPartitionList::new();
+        for (t, p) in self.assigned.difference(&wanted) {
+            gone.add_partition(t, *p);
+        }
+        if gone.count() > 0 {
+            c.incremental_unassign(&gone)
+                .map_err(|e| external(&self.settings.servers, "unassigning partitions", e))?;
+        }
+        let mut new = TopicPartitionList::new();
+        for (t, p) in wanted.difference(&self.assigned) {
+            // Before assigning it: from the start, its records go to the fetch queue.
+            if !fetch.route(c, t, *p) {
+                return Err(FerryError::internal(format!(
+                    "Kafka: librdkafka gave no queue for partition {t}-{p}"
+                )));
+            }
+            if let Some(state) = self.parts.get(&(t.clone(), *p)) {
+                new.add_partition_offset(t, *p, Offset::Offset(state.next))
+                    .map_err(|e| FerryError::internal(format!("Kafka offsets: {e}")))?;
+            }
+        }
+        if new.count() > 0 {
+            c.incremental_assign(&new)
                 .map_err(|e| external(&self.settings.servers, "assigning partitions", e))?;
         }
+        self.assigned = wanted;
         Ok(())
     }
 
@@ -878,9 +913,30 @@ impl SourceReader for Reader {
                 ReadStatus::Idle(Duration::from_millis(100))
             });
         }
-        let Some(consumer) = &self.consumer else {
+        let (Some(consumer), Some(fetch)) = (&self.consumer, &mut self.fetch) else {
             return Ok(ReadStatus::Idle(Duration::from_millis(100)));
         };
+        // The consumer's own queue: errors and commit results only (records go to
+        // `fetch`). A record there would mean a partition not routed: refuse rather than
+        // read around it.
+        match consumer.poll(Duration::ZERO) {
+            None | Some(Err(KafkaError::PartitionEOF(_))) => {}
+            Some(Ok(m)) => {
+                return Err(FerryError::internal(format!(
+                    "Kafka: a record of {}-{} arrived outside the reader's fetch queue",
+                    m.topic(),
+                    m.partition()
+                )))
+            }
+            Some(Err(e @ KafkaError::MessageConsumptionFatal(_))) => {
+                return Err(external(&self.settings.servers, "consuming", e));
+            }
+            Some(Err(e)) => {
+                // librdkafka retries transport errors by itself; they are reported here
+                // only for information.
+                tracing::warn!(error = %e, "Kafka: consumer error");
+            }
+        }
         let started = Instant::now();
         // Every record value of the batch in one buffer (`ends[i]` is where value i ends),
         // not a vector a record.
@@ -892,106 +948,89 @@ impl SourceReader for Reader {
         let mut tombstones = 0usize;
         // The table of the batch being built (records of one table per batch).
         let mut entry: Option<usize> = None;
-        if let Some(c) = self.carry.take() {
-            if let Some(p) = self.parts.get_mut(&c.key) {
-                p.next = c.offset + 1;
-                entry = Some(p.entry);
-                match c.body {
-                    Some(b) => {
-                        buf.extend_from_slice(&b);
-                        ends.push(buf.len());
-                    }
-                    None => tombstones += 1,
-                }
-                reassign |= p.done();
-            }
-        }
         // The partition of the record before: records come in runs of one partition, so
         // its key is made (a String) once a run, not once a record.
-        let mut at: Option<(String, i32)> = None;
+        let mut at: Option<(*const rdkafka::bindings::rd_kafka_topic_t, i32)> = None;
+        let mut key: (String, i32) = (String::new(), -1);
         while ends.len() < MAX_BATCH {
-            let wait = POLL_WAIT.saturating_sub(started.elapsed());
+            // (The clock is read only while nothing is gathered: a batch under way
+            // takes what is already fetched and does not wait.)
             let wait = if ends.is_empty() {
-                wait
+                POLL_WAIT.saturating_sub(started.elapsed())
             } else {
                 Duration::ZERO
             };
-            match consumer.poll(wait) {
-                None => break,
-                Some(Ok(m)) => {
-                    if at
-                        .as_ref()
-                        .is_none_or(|(t, p)| *p != m.partition() || t != m.topic())
-                    {
-                        at = Some((m.topic().to_string(), m.partition()));
-                    }
-                    let Some(p) = at.as_ref().and_then(|k| self.parts.get_mut(k)) else {
-                        continue;
-                    };
-                    if m.offset() < p.next {
-                        continue;
-                    }
-                    if p.end.is_some_and(|e| m.offset() >= e) {
-                        // Past the bounded read's end: stop fetching this partition.
-                        p.next = p.end.unwrap_or(p.next);
-                        reassign = true;
-                        continue;
-                    }
-                    if let Some(from) = p.from_timestamp {
-                        if m.timestamp().to_millis().is_some_and(|t| t < from) {
-                            p.next = m.offset() + 1;
-                            if p.done() {
-                                reassign = true;
-                            }
-                            continue;
-                        }
-                        p.from_timestamp = None;
-                    }
-                    if entry.is_some_and(|e| e != p.entry) {
-                        self.carry = Some(Carried {
-                            key: (m.topic().to_string(), m.partition()),
-                            offset: m.offset(),
-                            body: m.payload().map(<[u8]>::to_vec),
-                        });
-                        break;
-                    }
-                    entry = Some(p.entry);
-                    p.next = m.offset() + 1;
-                    match m.payload() {
-                        Some(b) => {
-                            buf.extend_from_slice(b);
-                            ends.push(buf.len());
-                        }
-                        None => tombstones += 1,
-                    }
-                    if p.done() {
-                        reassign = true;
-                    }
-                }
-                Some(Err(KafkaError::PartitionEOF(_))) => {}
-                Some(Err(e @ KafkaError::MessageConsumptionFatal(_))) => {
-                    return Err(external(&self.settings.servers, "consuming", e));
-                }
-                Some(Err(e)) => {
+            let Some(m) = fetch.next(wait) else {
+                break;
+            };
+            match m.error() {
+                None => {}
+                Some(RDKafkaErrorCode::PartitionEOF) => continue,
+                Some(code) => {
                     // librdkafka retries transport errors by itself; they are reported
                     // here only for information.
-                    tracing::warn!(error = %e, "Kafka: consumer error");
+                    tracing::warn!(error = %code, topic = m.topic(), partition = m.partition(), "Kafka: consumer error");
                     break;
                 }
             }
+            if at != Some((m.topic_handle(), m.partition())) {
+                at = Some((m.topic_handle(), m.partition()));
+                key = (m.topic().to_string(), m.partition());
+            }
+            let Some(p) = self.parts.get_mut(&key) else {
+                continue;
+            };
+            if m.offset() < p.next {
+                continue;
+            }
+            if p.end.is_some_and(|e| m.offset() >= e) {
+                // Past the bounded read's end: stop fetching this partition.
+                p.next = p.end.unwrap_or(p.next);
+                reassign = true;
+                continue;
+            }
+            if let Some(from) = p.from_timestamp {
+                if m.timestamp_ms().is_some_and(|t| t < from) {
+                    p.next = m.offset() + 1;
+                    if p.done() {
+                        reassign = true;
+                    }
+                    continue;
+                }
+                p.from_timestamp = None;
+            }
+            if entry.is_some_and(|e| e != p.entry) {
+                // A record of another table: it starts the next batch. Its partition's
+                // `next` still points at it, so a snapshot taken first reads it again.
+                fetch.put_back();
+                break;
+            }
+            entry = Some(p.entry);
+            p.next = m.offset() + 1;
+            match m.payload() {
+                Some(b) => {
+                    buf.extend_from_slice(b);
+                    ends.push(buf.len());
+                }
+                None => tombstones += 1,
+            }
+            if p.done() {
+                reassign = true;
+            }
         }
+        let held = fetch.holds_records();
         if tombstones > 0 {
             tracing::debug!(tombstones, "Kafka: records without a value were left out");
         }
-        // (Not while a record is held: its partition's position is past it.)
-        if ends.is_empty() && self.carry.is_none() && self.parts.values().any(|p| p.end.is_some()) {
+        // (Not while records are held: their partitions' positions are past them.)
+        if ends.is_empty() && !held && self.parts.values().any(|p| p.end.is_some()) {
             reassign |= self.advance_to_positions()?;
         }
         if reassign {
             self.assign()?;
         }
         let Some(entry) = entry.filter(|_| !ends.is_empty()) else {
-            if self.carry.is_some() {
+            if held {
                 return Ok(ReadStatus::Idle(Duration::ZERO));
             }
             if self.all_done() && self.no_more {
@@ -1060,7 +1099,7 @@ impl SourceReader for Reader {
     }
 
     fn close(&mut self) -> Result<()> {
-        self.carry = None;
+        self.fetch = None;
         self.consumer = None;
         Ok(())
     }
