@@ -24,8 +24,10 @@ const POP_MAX: usize = 1024;
 pub(crate) struct FetchQueue {
     queue: NonNull<rd::rd_kafka_queue_t>,
     popped: Vec<*mut rd::rd_kafka_message_t>,
-    /// The next record of `popped` to hand out; those before it are released.
+    /// The next record of `popped` to hand out.
     at: usize,
+    /// Pops so far: tells one pop's records from another's (see [`Fetched::run`]).
+    pops: u64,
 }
 
 // SAFETY: librdkafka's queues and messages may be used from any thread; this one is
@@ -41,6 +43,7 @@ impl FetchQueue {
             queue: NonNull::new(queue)?,
             popped: Vec::with_capacity(POP_MAX),
             at: 0,
+            pops: 0,
         })
     }
 
@@ -88,7 +91,7 @@ impl FetchQueue {
         self.at += 1;
         // SAFETY: popped messages stay valid until released, which happens only when
         // `at` has passed them and `&mut self` is taken again.
-        Some(Fetched(unsafe { &*m }))
+        Some(Fetched(unsafe { &*m }, self.pops))
     }
 
     /// Hands the record [`FetchQueue::next`] gave last out again on the next call: it
@@ -105,6 +108,7 @@ impl FetchQueue {
     fn pop(&mut self, wait: Duration, max: usize) {
         self.popped.clear();
         self.at = 0;
+        self.pops += 1;
         self.popped.resize(max, ptr::null_mut());
         let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
         // SAFETY: the array has room for `max` pointers; librdkafka fills the first `n`.
@@ -135,7 +139,7 @@ impl Drop for FetchQueue {
 }
 
 /// A record (or a partition's error) from a [`FetchQueue`].
-pub(crate) struct Fetched<'a>(&'a rd::rd_kafka_message_t);
+pub(crate) struct Fetched<'a>(&'a rd::rd_kafka_message_t, u64);
 
 impl Fetched<'_> {
     /// The error librdkafka reports in place of a record, if it is one.
@@ -144,9 +148,12 @@ impl Fetched<'_> {
         (code != RDKafkaErrorCode::NoError).then_some(code)
     }
 
-    /// The topic's handle: equal for records of one topic (cheaper than its name).
-    pub(crate) fn topic_handle(&self) -> *const rd::rd_kafka_topic_t {
-        self.0.rkt
+    /// Equal for records of one partition, cheaper to compare than the topic's name: the
+    /// pop, the topic's handle and the partition. (A handle is only compared within one
+    /// pop, whose records keep their topics alive, so an address freed and given to
+    /// another topic is never taken for the same one.)
+    pub(crate) fn run(&self) -> (u64, *const rd::rd_kafka_topic_t, i32) {
+        (self.1, self.0.rkt, self.0.partition)
     }
 
     pub(crate) fn topic(&self) -> &str {

@@ -950,7 +950,7 @@ impl SourceReader for Reader {
         let mut entry: Option<usize> = None;
         // The partition of the record before: records come in runs of one partition, so
         // its key is made (a String) once a run, not once a record.
-        let mut at: Option<(*const rdkafka::bindings::rd_kafka_topic_t, i32)> = None;
+        let mut at: Option<(u64, *const rdkafka::bindings::rd_kafka_topic_t, i32)> = None;
         let mut key: (String, i32) = (String::new(), -1);
         while ends.len() < MAX_BATCH {
             // (The clock is read only while nothing is gathered: a batch under way
@@ -973,8 +973,8 @@ impl SourceReader for Reader {
                     break;
                 }
             }
-            if at != Some((m.topic_handle(), m.partition())) {
-                at = Some((m.topic_handle(), m.partition()));
+            if at != Some(m.run()) {
+                at = Some(m.run());
                 key = (m.topic().to_string(), m.partition());
             }
             let Some(p) = self.parts.get_mut(&key) else {
