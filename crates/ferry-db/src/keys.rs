@@ -12,6 +12,8 @@ use arrow::record_batch::RecordBatch;
 use arrow::row::{RowConverter, SortField};
 use ferry_api::Result;
 
+use crate::relation::KeySpan;
+
 /// The key (columns `key` of `batch`) of every row, row-encoded: equal keys, equal bytes.
 /// Empty without key columns.
 pub fn row_keys(batch: &RecordBatch, key: &[usize]) -> Result<Vec<Vec<u8>>> {
@@ -67,18 +69,11 @@ impl EvenKeys {
         readers > 1 && key.len() == 1 && key[0].is_integer()
     }
 
-    /// [`EvenKeys::plan`] from the text of `count(*)`, `min(key)` and `max(key)` as a
-    /// server returns them (`None` also when one is missing or not an integer), with
-    /// `factor` the lower and upper bound.
-    pub fn plan_text(
-        count: Option<&str>,
-        lo: Option<&str>,
-        hi: Option<&str>,
-        split: usize,
-        factor: (f64, f64),
-    ) -> Option<EvenKeys> {
-        let num = |v: Option<&str>| v?.trim().parse::<i128>().ok();
-        EvenKeys::plan(num(count)?, num(lo)?, num(hi)?, split, factor.0, factor.1)
+    /// [`EvenKeys::plan`] for a table's key span (`None` without one), with `factor` the
+    /// lower and upper bound.
+    pub fn plan_span(span: Option<KeySpan>, split: usize, factor: (f64, f64)) -> Option<EvenKeys> {
+        let s = span?;
+        EvenKeys::plan(s.rows, s.lo, s.hi, split, factor.0, factor.1)
     }
 
     /// The plan for a table of `count` rows with keys `lo..=hi`, or `None`: fewer rows
@@ -177,24 +172,30 @@ mod tests {
         assert_eq!(EvenKeys::plan(1000, 1, 1_000_000, 100, 0.05, 100.0), None);
         assert_eq!(EvenKeys::plan(1000, 1, 10, 100, 0.05, 100.0), None);
         assert_eq!(EvenKeys::plan(100, 1, 100, 100, 0.05, 100.0), None);
-        // From a server's text; a missing or non-integer value is no plan.
+        // From a server's text; a missing or non-integer value is no plan, and an
+        // estimate stands in for the count.
         let f = (0.05, 100.0);
+        let row = |v: [Option<&str>; 3]| v.map(|x| x.map(str::to_string));
+        let span = KeySpan::read(None, &row([Some("1000"), Some("1"), Some(" 1000")]));
         assert_eq!(
-            EvenKeys::plan_text(Some("1000"), Some("1"), Some(" 1000"), 100, f),
+            EvenKeys::plan_span(span, 100, f),
             Some(EvenKeys {
                 lo: 1,
                 hi: 1000,
                 step: 100
             })
         );
+        let estimated = KeySpan::read(Some(1000), &row([None, Some("1"), Some("1000")]));
+        assert_eq!(estimated, span);
         assert_eq!(
-            EvenKeys::plan_text(Some("1000"), None, Some("1000"), 100, f),
+            KeySpan::read(None, &row([Some("1000"), None, Some("1000")])),
             None
         );
         assert_eq!(
-            EvenKeys::plan_text(Some("1000"), Some("a"), Some("1000"), 100, f),
+            KeySpan::read(None, &row([Some("1000"), Some("a"), Some("1000")])),
             None
         );
+        assert_eq!(EvenKeys::plan_span(None, 100, f), None);
         assert!(EvenKeys::applies(2, &[&DataType::UInt32]));
         assert!(!EvenKeys::applies(1, &[&DataType::Int64]));
         assert!(!EvenKeys::applies(2, &[&DataType::Utf8]));

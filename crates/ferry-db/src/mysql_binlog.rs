@@ -73,17 +73,26 @@ fn text_of(v: Option<&Value>) -> String {
     }
 }
 
-/// The server's binlog end and GTID state. `component` names the plugin in errors.
-pub async fn server_log(conn: &mut mysql_async::Conn, component: &str) -> Result<ServerLog> {
-    let err = |e: mysql_async::Error, q: &str| FerryError::external(component, format!("{e}: {q}"));
+/// Where the server's binlog ends (`SHOW MASTER STATUS`; `None` with the binlog off).
+/// `component` names the plugin in errors.
+pub async fn binlog_end(
+    conn: &mut mysql_async::Conn,
+    component: &str,
+) -> Result<Option<BinlogPos>> {
     let rows: Vec<mysql_async::Row> = conn
         .query("SHOW MASTER STATUS")
         .await
-        .map_err(|e| err(e, "SHOW MASTER STATUS"))?;
-    let end = rows.first().map(|r| BinlogPos {
+        .map_err(|e| FerryError::external(component, format!("{e}: SHOW MASTER STATUS")))?;
+    Ok(rows.first().map(|r| BinlogPos {
         file: text_of(r.as_ref(0)),
         pos: text_of(r.as_ref(1)).parse().unwrap_or(0),
-    });
+    }))
+}
+
+/// The server's binlog end and GTID state. `component` names the plugin in errors.
+pub async fn server_log(conn: &mut mysql_async::Conn, component: &str) -> Result<ServerLog> {
+    let err = |e: mysql_async::Error, q: &str| FerryError::external(component, format!("{e}: {q}"));
+    let end = binlog_end(conn, component).await?;
     let version: Vec<mysql_async::Row> = conn
         .query("SELECT VERSION()")
         .await

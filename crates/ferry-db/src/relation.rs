@@ -97,6 +97,52 @@ pub fn estimated_rows(text: Option<&str>) -> Option<i128> {
     text?.trim().parse::<i128>().ok().filter(|n| *n > 0)
 }
 
+/// A table's rows and its lowest and highest integer key, as planning splits wants them:
+/// the rows from the server's estimate when it has one ([`estimated_rows`]), else counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeySpan {
+    /// Rows, estimated or counted.
+    pub rows: i128,
+    /// The lowest key.
+    pub lo: i128,
+    /// The highest key.
+    pub hi: i128,
+}
+
+impl KeySpan {
+    /// A query for one row of three text values over `from` (a quoted table, or a table
+    /// with its `WHERE`): `count(*)`, or NULL when `counted` is false because an estimate
+    /// is at hand, and the lowest and highest `key` (quoted).
+    pub fn query(dialect: Dialect, from: &str, key: &str, counted: bool) -> String {
+        let text = |e: &str| match dialect {
+            Dialect::Postgres => format!("({e})::text"),
+            Dialect::MySql => format!("CAST({e} AS CHAR)"),
+        };
+        let count = if counted {
+            text("count(*)")
+        } else {
+            "NULL".to_string()
+        };
+        format!(
+            "SELECT {count}, {}, {} FROM {from}",
+            text(&format!("min({key})")),
+            text(&format!("max({key})"))
+        )
+    }
+
+    /// The span from `estimate` and the row [`KeySpan::query`] returned (its count is
+    /// taken only without an estimate); `None` when a value is missing or not an
+    /// integer (an empty table has no lowest key).
+    pub fn read(estimate: Option<i128>, row: &[Option<String>]) -> Option<KeySpan> {
+        let num = |i: usize| row.get(i)?.as_deref()?.trim().parse::<i128>().ok();
+        Some(KeySpan {
+            rows: estimate.or_else(|| num(0))?,
+            lo: num(1)?,
+            hi: num(2)?,
+        })
+    }
+}
+
 /// A table or query as [`describe`] found it.
 #[derive(Debug, Clone)]
 pub struct DescribedTable {

@@ -43,7 +43,7 @@ use serde_json::{json, Value};
 use ferry_db::catalog::{literal, pg_rows};
 use ferry_db::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect, CONN_OPTIONS};
 use ferry_db::decode::{Builders, CopyDecoder};
-use ferry_db::relation::{describe, estimated_rows, TablePath};
+use ferry_db::relation::{describe, estimated_rows, KeySpan, TablePath};
 use ferry_db::types::ColumnDef;
 
 const COMPONENT: &str = "source Jdbc";
@@ -720,23 +720,15 @@ impl JdbcEnumerator {
             }
             _ => None,
         };
-        let count_sql = if estimate.is_some() {
-            "NULL"
-        } else {
-            "COUNT(*)"
-        };
         let r = self
-            .scalar_row(&format!(
-                "SELECT {count_sql}, MIN({q}), MAX({q}) FROM {from}"
-            ))
+            .scalar_row(&KeySpan::query(d, &from, &q, estimate.is_none()))
             .await?;
-        let num = |i: usize| {
-            r.get(i)
-                .cloned()
-                .flatten()
-                .and_then(|s| s.parse::<i128>().ok())
-        };
-        let (Some(count), Some(lo), Some(hi)) = (estimate.or(num(0)), num(1), num(2)) else {
+        let Some(KeySpan {
+            rows: count,
+            lo,
+            hi,
+        }) = KeySpan::read(estimate, &r)
+        else {
             return Ok(vec![None]);
         };
         let size = spec.split_size as i128;

@@ -62,10 +62,10 @@ use ferry_api::io::FetchSender;
 use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema, Unchanged};
 use ferry_db::keys::{without_keys, EvenKeys};
 use ferry_db::mysql_binlog::{
-    binary_logs, binlog_type_fits, mariadb_gtid, server_log, BinlogKind, BinlogPos, GtidState,
-    MARIADB_GTID_EVENT,
+    binary_logs, binlog_end, binlog_type_fits, mariadb_gtid, server_log, BinlogKind, BinlogPos,
+    GtidState, MARIADB_GTID_EVENT,
 };
-use ferry_db::relation::{estimated_rows, TablePath};
+use ferry_db::relation::{estimated_rows, KeySpan, TablePath};
 use ferry_db::{connect_mysql, literal, Builders, ColumnDef, ConnInfo, Dialect};
 use futures_util::StreamExt;
 use mysql_async::binlog::events::{
@@ -470,7 +470,7 @@ pub async fn server_end(
         // lock); otherwise the state at the offset itself is exact. That is
         // BINLOG_GTID_POS, which reads the binlog file from its start: 0.25 s for a file
         // of 1 GB, the default `max_binlog_size`, at every fresh start.
-        let again = server_log(sql, COMPONENT).await?.end;
+        let again = binlog_end(sql, COMPONENT).await?;
         if again.as_ref() != Some(&end) {
             let q = format!(
                 "SELECT BINLOG_GTID_POS({}, {})",
@@ -878,7 +878,7 @@ async fn run_inner(
         Stop::Latest => match pos.stop.take() {
             Some(at) if at.by == StopBy::Latest => Some(at),
             _ => {
-                let end = server_log(&mut sql, COMPONENT).await?.end.ok_or_else(|| {
+                let end = binlog_end(&mut sql, COMPONENT).await?.ok_or_else(|| {
                     FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
                 })?;
                 tracing::info!(
@@ -2117,25 +2117,12 @@ async fn even_keys(
     let estimate: Option<Option<String>> =
         sql.query_first(q.as_str()).await.map_err(|e| my(e, &q))?;
     let estimate = estimated_rows(estimate.flatten().as_deref());
-    let count = if estimate.is_some() {
-        "NULL"
-    } else {
-        "CAST(count(*) AS CHAR)"
-    };
-    let q = format!(
-        "SELECT {count}, CAST(min({k}) AS CHAR), CAST(max({k}) AS CHAR) FROM {}",
-        table.quoted()
-    );
+    let q = KeySpan::query(Dialect::MySql, &table.quoted(), &k, estimate.is_none());
     let row: Option<(Option<String>, Option<String>, Option<String>)> =
         sql.query_first(q.as_str()).await.map_err(|e| my(e, &q))?;
-    let Some((count, lo, hi)) = row else {
-        return Ok(None);
-    };
-    let count = estimate.map(|n| n.to_string()).or(count);
-    Ok(EvenKeys::plan_text(
-        count.as_deref(),
-        lo.as_deref(),
-        hi.as_deref(),
+    let row = row.map(|(c, lo, hi)| vec![c, lo, hi]).unwrap_or_default();
+    Ok(EvenKeys::plan_span(
+        KeySpan::read(estimate, &row),
         s.split_size,
         s.even_factor,
     ))
@@ -2228,7 +2215,7 @@ async fn read_window_with_high(
         let conn = conns
             .first_mut()
             .ok_or_else(|| FerryError::internal("no snapshot reader's connection left"))?;
-        let high = server_log(conn, COMPONENT).await?.end.ok_or_else(|| {
+        let high = binlog_end(conn, COMPONENT).await?.ok_or_else(|| {
             FerryError::external(COMPONENT, "SHOW MASTER STATUS returned no position")
         })?;
         Ok(WindowRead { chunks, last, high })

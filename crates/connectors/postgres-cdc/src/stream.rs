@@ -60,7 +60,7 @@ use arrow::record_batch::RecordBatch;
 use ferry_api::io::FetchSender;
 use ferry_api::{ChangeBatch, FerryError, Result, RowKind, TableSchema, Unchanged};
 use ferry_db::keys::{without_keys, EvenKeys};
-use ferry_db::relation::{estimated_rows, TablePath};
+use ferry_db::relation::{estimated_rows, KeySpan, TablePath};
 use ferry_db::{
     connect_pg, literal, pg_error_text, Builders, ColumnDef, ConnInfo, CopyDecoder, Dialect,
 };
@@ -859,26 +859,17 @@ async fn even_keys(
             .and_then(|r| r.get::<_, Option<String>>(0))
             .as_deref(),
     );
-    let count = if estimate.is_some() {
-        "NULL"
-    } else {
-        "count(*)::text"
-    };
-    let q = format!(
-        "SELECT {count}, min({k})::text, max({k})::text FROM {}",
-        table.quoted()
-    );
+    let q = KeySpan::query(Dialect::Postgres, &table.quoted(), &k, estimate.is_none());
     let rows = sql
         .query(q.as_str(), &[])
         .await
         .map_err(|e| FerryError::external(COMPONENT, format!("{}: {q}", pg_error_text(&e))))?;
-    let text = |i: usize| rows.first().and_then(|r| r.get::<_, Option<String>>(i));
-    let count = estimate.map(|n| n.to_string()).or(text(0));
-    let (lo, hi) = (text(1), text(2));
-    Ok(EvenKeys::plan_text(
-        count.as_deref(),
-        lo.as_deref(),
-        hi.as_deref(),
+    let row: Vec<Option<String>> = rows
+        .first()
+        .map(|r| (0..3).map(|i| r.get::<_, Option<String>>(i)).collect())
+        .unwrap_or_default();
+    Ok(EvenKeys::plan_span(
+        KeySpan::read(estimate, &row),
         s.split_size,
         s.even_factor,
     ))
