@@ -295,23 +295,56 @@ pub async fn connect_pg(info: &ConnInfo, component: &str) -> Result<tokio_postgr
     if let Some(schema) = info.properties.get("currentSchema") {
         cfg.options(format!("-c search_path={schema}"));
     }
-    let fut = cfg.connect(tokio_postgres::NoTls);
-    let (client, connection) = match tokio::time::timeout(info.connect_timeout, fut).await {
-        Ok(r) => r.map_err(|e| connect_error(info, component, &pg_error_text(&e)))?,
-        Err(_) => {
-            return Err(connect_error(
-                info,
-                component,
-                &format!("no answer within {} s", info.connect_timeout.as_secs()),
-            ))
+    let fut = async {
+        if info.host.starts_with('/') {
+            // A Unix socket directory: the driver connects itself.
+            let (client, connection) = cfg
+                .connect(tokio_postgres::NoTls)
+                .await
+                .map_err(|e| pg_error_text(&e))?;
+            spawn_pg_connection(connection);
+            return Ok(client);
         }
+        let tcp = tokio::net::TcpStream::connect((info.host.as_str(), info.port))
+            .await
+            .map_err(|e| format!("error connecting to server: {e}"))?;
+        // What the driver's own connect sets: no Nagle delay, TCP keepalives.
+        tcp.set_nodelay(true)
+            .and_then(|()| socket2::SockRef::from(&tcp).set_keepalive(true))
+            .map_err(|e| format!("error setting up the connection: {e}"))?;
+        let stream = tokio::io::BufReader::with_capacity(PG_READ_BUFFER, tcp);
+        let (client, connection) = cfg
+            .connect_raw(stream, tokio_postgres::NoTls)
+            .await
+            .map_err(|e| pg_error_text(&e))?;
+        spawn_pg_connection(connection);
+        Ok(client)
     };
+    match tokio::time::timeout(info.connect_timeout, fut).await {
+        Ok(r) => r.map_err(|why: String| connect_error(info, component, &why)),
+        Err(_) => Err(connect_error(
+            info,
+            component,
+            &format!("no answer within {} s", info.connect_timeout.as_secs()),
+        )),
+    }
+}
+
+/// Bytes read from a PostgreSQL server's socket at a time. The driver reads 8 KiB a call:
+/// a 400 MB binary COPY took 73,000 `recvfrom` calls, each a wake-up of the connection's
+/// task; through this buffer a call takes what the socket holds, up to 256 KiB.
+const PG_READ_BUFFER: usize = 256 << 10;
+
+fn spawn_pg_connection<S, T>(connection: tokio_postgres::Connection<S, T>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!("PostgreSQL connection ended: {e}");
         }
     });
-    Ok(client)
 }
 
 /// A MySQL/MariaDB connection.
