@@ -52,7 +52,7 @@ def _class_data_sharing():
     ``scripts/setup-spark`` made (``ferry-spark.jsa`` in this environment, or
     ``$FERRY_SPARK_CDS``; ``off`` turns it off): the JVM maps the classes a Spark session
     loads instead of reading and verifying them from the jars, which took a third of a
-    small job's time on 2 cores (29 s → 19 s for ten rows). A stale archive (another JDK,
+    small job's time on 2 cores (24 s → 16 s for ten rows). A stale archive (another JDK,
     other jars) is refused by the JVM with a warning and the classes load as usual; an
     archive that was cut short would crash the JVM, which is why setup-spark writes it
     under another name, starts a session from it and only then renames it. Options the

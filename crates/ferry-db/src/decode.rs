@@ -142,10 +142,7 @@ impl Builders {
     }
 
     pub(crate) fn bad(&self, col: usize, what: impl std::fmt::Display) -> FerryError {
-        FerryError::data(
-            self.component,
-            format!("column '{}': {what}", self.names[col]),
-        )
+        column_error(self.component, &self.names[col], what)
     }
 
     /// Appends a value no one reads to column `i`: zero, empty, 1970-01-01. For a row that
@@ -212,9 +209,8 @@ impl Builders {
     ) -> Result<()> {
         let wire = self.wires[i];
         let (names, component) = (&self.names, self.component);
-        let bad = |what: &dyn std::fmt::Display| {
-            FerryError::data(component, format!("column '{}': {what}", names[i]))
-        };
+        // `Builders::bad`, without borrowing all of `self` while a builder is borrowed.
+        let bad = |what: &dyn std::fmt::Display| column_error(component, &names[i], what);
         let sized = |v: &[u8], n: usize| -> Result<()> {
             if v.len() < n {
                 Err(bad(&format!("{} bytes do not make a {wire:?}", v.len())))
@@ -405,6 +401,11 @@ impl Builders {
     fn end_rows(&mut self, n: usize) {
         self.rows += n;
     }
+}
+
+/// A value of column `name` that cannot be read: `what` is wrong with it.
+fn column_error(component: &str, name: &str, what: impl std::fmt::Display) -> FerryError {
+    FerryError::data(component, format!("column '{name}': {what}"))
 }
 
 fn be_i32(v: &[u8]) -> i32 {
@@ -695,12 +696,14 @@ impl CopyDecoder {
             }
             // Then column by column (see `Builders::append_pg_values`).
             let fields = &self.fields;
-            for i in (0..ncols).filter(|_| rows > 0) {
-                let values = fields[i..]
-                    .iter()
-                    .step_by(ncols)
-                    .map(|&(p, len)| (len >= 0).then(|| &b[p..p + len as usize]));
-                out.append_pg_values(i, values)?;
+            if rows > 0 {
+                for i in 0..ncols {
+                    let values = fields[i..]
+                        .iter()
+                        .step_by(ncols)
+                        .map(|&(p, len)| (len >= 0).then(|| &b[p..p + len as usize]));
+                    out.append_pg_values(i, values)?;
+                }
             }
             out.end_rows(rows);
             self.buf.advance(at);
