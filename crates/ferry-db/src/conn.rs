@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use ferry_api::{FerryError, Options, Result};
 
+use crate::pg_wire::{PgSocket, SharedSocket};
+
 /// The SQL dialect of the server, which decides quoting, upserts, types and the fast paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -273,6 +275,15 @@ fn split_host_port(s: &str, default: u16) -> Option<(&str, u16)> {
 
 /// A PostgreSQL connection whose driver task runs on the I/O runtime.
 pub async fn connect_pg(info: &ConnInfo, component: &str) -> Result<tokio_postgres::Client> {
+    Ok(connect_pg_lendable(info, component).await?.0)
+}
+
+/// A PostgreSQL connection, with the handle that lends its socket out of the driver for a
+/// bulk `COPY` ([`crate::pg_wire`]); `None` for a Unix socket, which the driver opens.
+pub async fn connect_pg_lendable(
+    info: &ConnInfo,
+    component: &str,
+) -> Result<(tokio_postgres::Client, Option<PgSocket>)> {
     let mut cfg = tokio_postgres::Config::new();
     cfg.host(&info.host)
         .port(info.port)
@@ -303,7 +314,7 @@ pub async fn connect_pg(info: &ConnInfo, component: &str) -> Result<tokio_postgr
                 .await
                 .map_err(|e| pg_error_text(&e))?;
             spawn_pg_connection(connection);
-            return Ok(client);
+            return Ok((client, None));
         }
         let tcp = tokio::net::TcpStream::connect((info.host.as_str(), info.port))
             .await
@@ -313,12 +324,13 @@ pub async fn connect_pg(info: &ConnInfo, component: &str) -> Result<tokio_postgr
             .and_then(|()| socket2::SockRef::from(&tcp).set_keepalive(true))
             .map_err(|e| format!("error setting up the connection: {e}"))?;
         let stream = tokio::io::BufReader::with_capacity(PG_READ_BUFFER, tcp);
+        let (stream, lender) = SharedSocket::new(stream);
         let (client, connection) = cfg
             .connect_raw(stream, tokio_postgres::NoTls)
             .await
             .map_err(|e| pg_error_text(&e))?;
         spawn_pg_connection(connection);
-        Ok(client)
+        Ok((client, Some(lender)))
     };
     match tokio::time::timeout(info.connect_timeout, fut).await {
         Ok(r) => r.map_err(|why: String| connect_error(info, component, &why)),

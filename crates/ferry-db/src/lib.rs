@@ -14,13 +14,14 @@ pub mod conn;
 pub mod decode;
 pub mod keys;
 pub mod mysql_binlog;
+pub mod pg_wire;
 pub mod relation;
 pub mod types;
 
 pub use crate::catalog::{literal, pg_rows, pg_script};
 pub use crate::conn::{
-    connect_mysql, connect_pg, parse_url, pg_error_text, ConnInfo, ConnOptions, Dialect, Secret,
-    UrlParts, CONN_OPTIONS,
+    connect_mysql, connect_pg, connect_pg_lendable, parse_url, pg_error_text, ConnInfo,
+    ConnOptions, Dialect, Secret, UrlParts, CONN_OPTIONS,
 };
 pub use crate::decode::{Builders, CopyDecoder};
 pub use crate::relation::{describe, describe_table, DescribedTable, TablePath};

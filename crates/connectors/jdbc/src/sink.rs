@@ -30,7 +30,10 @@ use crate::copy::CsvColumns;
 use crate::copy_binary::{self, BinaryColumns};
 use crate::render::{bind_query, push_literal};
 use ferry_db::catalog::{literal, pg_rows};
-use ferry_db::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect, CONN_OPTIONS};
+use ferry_db::conn::{
+    connect_mysql, connect_pg_lendable, pg_error_text, ConnInfo, Dialect, CONN_OPTIONS,
+};
+use ferry_db::pg_wire::{PgSocket, WireError};
 use ferry_db::types::ddl_type;
 
 const COMPONENT: &str = "sink Jdbc";
@@ -389,7 +392,7 @@ const FENCED_WRITERS: usize = 64;
 /// as before.
 async fn fence_sessions(c: &mut Conn, names: &[String]) {
     let ended = match c {
-        Conn::Pg(client) => {
+        Conn::Pg(client, _) => {
             let list: Vec<String> = names
                 .iter()
                 .map(|n| literal(Dialect::Postgres, n))
@@ -449,14 +452,18 @@ async fn take_name(c: &mut Conn, name: &str) {
 
 /// A connection of either dialect.
 enum Conn {
-    Pg(tokio_postgres::Client),
+    /// With the lender of its socket for COPY (none on a Unix socket).
+    Pg(tokio_postgres::Client, Option<PgSocket>),
     My(mysql_async::Conn),
 }
 
 impl Conn {
     async fn open(info: &ConnInfo) -> Result<Conn> {
         Ok(match info.dialect {
-            Dialect::Postgres => Conn::Pg(connect_pg(info, COMPONENT).await?),
+            Dialect::Postgres => {
+                let (client, socket) = connect_pg_lendable(info, COMPONENT).await?;
+                Conn::Pg(client, socket)
+            }
             Dialect::MySql => Conn::My(connect_mysql(info, COMPONENT).await?),
         })
     }
@@ -489,7 +496,7 @@ impl Conn {
     /// that would fail again (a syntax error, a constraint, a type that does not fit).
     async fn exec_classified(&mut self, sql: &str) -> std::result::Result<(), (FerryError, bool)> {
         match self {
-            Conn::Pg(c) => c.batch_execute(sql).await.map_err(|e| {
+            Conn::Pg(c, _) => c.batch_execute(sql).await.map_err(|e| {
                 let transient = pg_transient(&e);
                 let err = FerryError::external(
                     COMPONENT,
@@ -531,7 +538,7 @@ impl Conn {
                     end_copy(stream).await?;
                     c.exec_classified(sql).await?
                 }
-                (Part::Copy { sql, binary, data }, Conn::Pg(c)) => {
+                (Part::Copy { sql, binary, data }, Conn::Pg(c, socket)) => {
                     if stream.as_ref().is_some_and(|s| s.sql != *sql) {
                         end_copy(stream).await?;
                     }
@@ -539,7 +546,9 @@ impl Conn {
                         Some(s) => s,
                         None => {
                             *streams += 1;
-                            stream.insert(CopyStream::open(c, *streams, sql, *binary, keep).await?)
+                            stream.insert(
+                                CopyStream::open((c, socket), *streams, sql, *binary, keep).await?,
+                            )
                         }
                     };
                     open.send(data.clone()).await?;
@@ -562,7 +571,7 @@ impl Conn {
     /// The first column of every row of `sql`, as text.
     async fn column(&mut self, sql: &str) -> Result<Vec<Option<String>>> {
         match self {
-            Conn::Pg(c) => Ok(pg_rows(c, sql, COMPONENT)
+            Conn::Pg(c, _) => Ok(pg_rows(c, sql, COMPONENT)
                 .await?
                 .into_iter()
                 .map(|r| r.into_iter().next().flatten())
@@ -592,11 +601,12 @@ impl Conn {
 /// serialization failure, 40P01 deadlock, class 08 connection exceptions, 57P01-03 the
 /// server shutting down or restarting, or a closed connection.
 fn pg_transient(e: &tokio_postgres::Error) -> bool {
-    e.is_closed()
-        || e.code().is_some_and(|c| {
-            let c = c.code();
-            c == "40001" || c == "40P01" || c.starts_with("08") || c.starts_with("57P0")
-        })
+    e.is_closed() || e.code().is_some_and(|c| transient_sqlstate(c.code()))
+}
+
+/// The SQLSTATEs [`pg_transient`] takes for passing.
+fn transient_sqlstate(c: &str) -> bool {
+    c == "40001" || c == "40P01" || c.starts_with("08") || c.starts_with("57P0")
 }
 
 /// Targets a binary COPY was started for, so that tests can tell which format ran.
@@ -873,7 +883,7 @@ impl Sink for JdbcSink {
             let mut copy_types = Vec::with_capacity(targets.len());
             for t in targets.iter() {
                 copy_types.push(match &c {
-                    Conn::Pg(client) if t.copy => column_types(client, t).await,
+                    Conn::Pg(client, _) if t.copy => column_types(client, t).await,
                     _ => None,
                 });
             }
@@ -1031,11 +1041,20 @@ struct CopyStream {
     serial: u64,
     sql: String,
     binary: bool,
-    sink: std::pin::Pin<Box<tokio_postgres::CopyInSink<bytes::Bytes>>>,
+    to: CopyTo,
     /// Everything sent (the binary header first), kept to send again on a fresh connection
     /// when a transient failure ends the stream; only with `max_retries`.
     sent: Option<Vec<bytes::Bytes>>,
     bytes: usize,
+}
+
+/// Where a COPY's rows go: straight onto the connection's socket, lent out of the driver
+/// for the COPY's length (see `ferry_db::pg_wire`: the sink's thread writes them, with no
+/// hop through the driver's task), or through the driver on a Unix socket.
+enum CopyTo {
+    /// `None` once the COPY has ended.
+    Wire(Option<ferry_db::pg_wire::LentSocket>),
+    Driver(std::pin::Pin<Box<tokio_postgres::CopyInSink<bytes::Bytes>>>),
 }
 
 /// Bytes after which an open COPY ends even before the checkpoint, so that rows of a long
@@ -1044,21 +1063,28 @@ const COPY_STREAM_BYTES: usize = 64 << 20;
 
 impl CopyStream {
     async fn open(
-        c: &tokio_postgres::Client,
+        (c, socket): (&tokio_postgres::Client, &Option<PgSocket>),
         serial: u64,
         sql: &str,
         binary: bool,
         keep: bool,
     ) -> std::result::Result<CopyStream, (FerryError, bool)> {
-        let sink = c
-            .copy_in::<_, bytes::Bytes>(sql)
-            .await
-            .map_err(|e| copy_error(&e, sql))?;
+        let to = match socket.as_ref().and_then(PgSocket::lend) {
+            Some(mut lent) => {
+                lent.copy_in(sql).await.map_err(|e| wire_error(e, sql))?;
+                CopyTo::Wire(Some(lent))
+            }
+            None => CopyTo::Driver(Box::pin(
+                c.copy_in::<_, bytes::Bytes>(sql)
+                    .await
+                    .map_err(|e| copy_error(&e, sql))?,
+            )),
+        };
         let mut s = CopyStream {
             serial,
             sql: sql.to_string(),
             binary,
-            sink: Box::pin(sink),
+            to,
             sent: keep.then(Vec::new),
             bytes: 0,
         };
@@ -1072,7 +1098,7 @@ impl CopyStream {
     /// A stream opened on a fresh connection with everything a lost one had sent (`sent`,
     /// the binary header included), for a retry.
     async fn reopen(
-        c: &tokio_postgres::Client,
+        c: (&tokio_postgres::Client, &Option<PgSocket>),
         serial: u64,
         sql: &str,
         binary: bool,
@@ -1094,24 +1120,72 @@ impl CopyStream {
             sent.push(data.clone());
         }
         let sql = &self.sql;
-        self.sink.send(data).await.map_err(|e| copy_error(&e, sql))
+        match &mut self.to {
+            CopyTo::Wire(Some(lent)) => lent
+                .copy_in_data(&data)
+                .await
+                .map_err(|e| wire_error(e, sql)),
+            CopyTo::Wire(None) => Err((
+                FerryError::internal(format!("rows sent after the COPY ended: {sql}")),
+                false,
+            )),
+            CopyTo::Driver(sink) => sink.send(data).await.map_err(|e| copy_error(&e, sql)),
+        }
+    }
+
+    /// Abandons the COPY: the server drops its rows, and the connection goes on.
+    async fn abandon(self) {
+        match self.to {
+            CopyTo::Wire(Some(socket)) => socket.copy_in_fail("the writer aborted").await,
+            // Dropped unfinished, the driver's COPY sends the server `CopyFail`.
+            CopyTo::Wire(None) | CopyTo::Driver(_) => {}
+        }
     }
 
     /// Ends the COPY; the server then reports any row it refused.
     async fn finish(&mut self) -> std::result::Result<u64, (FerryError, bool)> {
         use futures_util::SinkExt;
         let sql = &self.sql;
-        if self.binary {
-            self.sink
-                .feed(bytes::Bytes::from_static(copy_binary::TRAILER))
-                .await
-                .map_err(|e| copy_error(&e, sql))?;
+        match &mut self.to {
+            CopyTo::Wire(lent) => {
+                let Some(mut socket) = lent.take() else {
+                    return Err((
+                        FerryError::internal(format!("a COPY ended twice: {sql}")),
+                        false,
+                    ));
+                };
+                if self.binary {
+                    socket
+                        .copy_in_data(copy_binary::TRAILER)
+                        .await
+                        .map_err(|e| wire_error(e, sql))?;
+                }
+                match socket.copy_in_done().await {
+                    Ok(rows) => {
+                        socket.give_back();
+                        Ok(rows)
+                    }
+                    // The server is idle again after refusing the rows: the connection
+                    // goes on. After a lost connection `socket` is dropped, closing it.
+                    Err(e @ WireError::Server { .. }) => {
+                        socket.give_back();
+                        Err(wire_error(e, sql))
+                    }
+                    Err(e) => Err(wire_error(e, sql)),
+                }
+            }
+            CopyTo::Driver(sink) => {
+                if self.binary {
+                    sink.feed(bytes::Bytes::from_static(copy_binary::TRAILER))
+                        .await
+                        .map_err(|e| copy_error(&e, sql))?;
+                }
+                sink.as_mut()
+                    .finish()
+                    .await
+                    .map_err(|e| copy_error(&e, sql))
+            }
         }
-        self.sink
-            .as_mut()
-            .finish()
-            .await
-            .map_err(|e| copy_error(&e, sql))
     }
 }
 
@@ -1119,6 +1193,18 @@ fn copy_error(e: &tokio_postgres::Error, sql: &str) -> (FerryError, bool) {
     (
         FerryError::external(COMPONENT, format!("{}: {sql}", pg_error_text(e))),
         pg_transient(e),
+    )
+}
+
+/// A failed COPY on a lent socket, classified as [`pg_transient`] does.
+fn wire_error(e: WireError, sql: &str) -> (FerryError, bool) {
+    let transient = match &e {
+        WireError::Server { code, .. } => transient_sqlstate(code),
+        WireError::Io(_) => true,
+    };
+    (
+        FerryError::external(COMPONENT, format!("{e}: {sql}")),
+        transient,
     )
 }
 
@@ -1416,9 +1502,10 @@ impl JdbcWriter {
             let mut attempt = 0;
             loop {
                 let run = async {
-                    if let (Some((sql, binary, sent)), Conn::Pg(c)) = (&resend, &*conn) {
+                    if let (Some((sql, binary, sent)), Conn::Pg(c, socket)) = (&resend, &*conn) {
                         *streams += 1;
-                        let s = CopyStream::reopen(c, *streams, sql, *binary, sent).await?;
+                        let s =
+                            CopyStream::reopen((c, socket), *streams, sql, *binary, sent).await?;
                         *stream = Some(s);
                     }
                     conn.run_parts(&parts, stream, streams, retries > 0, end)
@@ -1713,8 +1800,13 @@ impl SinkWriter for JdbcWriter {
     fn abort(&mut self) -> Result<()> {
         self.pending.clear();
         self.pending_rows = 0;
-        // Dropped unfinished, the COPY fails on the server and its rows are gone.
-        self.copy = None;
+        // Abandoned, the COPY fails on the server and its rows are gone.
+        if let Some(copy) = self.copy.take() {
+            let _ = block_on(async {
+                copy.abandon().await;
+                Ok(())
+            });
+        }
         if self.in_tx {
             let sql = match self.dialect {
                 Dialect::Postgres => "ROLLBACK".to_string(),

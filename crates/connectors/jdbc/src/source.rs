@@ -41,8 +41,11 @@ use mysql_async::prelude::Queryable;
 use serde_json::{json, Value};
 
 use ferry_db::catalog::{literal, pg_rows};
-use ferry_db::conn::{connect_mysql, connect_pg, pg_error_text, ConnInfo, Dialect, CONN_OPTIONS};
+use ferry_db::conn::{
+    connect_mysql, connect_pg, connect_pg_lendable, pg_error_text, ConnInfo, Dialect, CONN_OPTIONS,
+};
 use ferry_db::decode::{Builders, CopyDecoder};
+use ferry_db::pg_wire::PgSocket;
 use ferry_db::relation::{describe, estimated_rows, KeySpan, TablePath};
 use ferry_db::types::ColumnDef;
 
@@ -874,7 +877,8 @@ struct JdbcReader {
 /// only after its split ended cleanly (committed, result read to its end).
 #[derive(Default)]
 struct Idle {
-    pg: Vec<tokio_postgres::Client>,
+    /// PostgreSQL connections, with their sockets' lenders for COPY (none on a Unix socket).
+    pg: Vec<(tokio_postgres::Client, Option<PgSocket>)>,
     mysql: Vec<mysql_async::Conn>,
 }
 
@@ -929,9 +933,9 @@ async fn fetch_pg(
     tx: &ferry_api::io::FetchSender<Fetch>,
 ) -> Result<()> {
     let kept = idle.lock().ok().and_then(|mut i| i.pg.pop());
-    let client = match kept.filter(|c| !c.is_closed()) {
+    let (client, socket) = match kept.filter(|(c, _)| !c.is_closed()) {
         Some(c) => c,
-        None => connect_pg(&conn, COMPONENT).await?,
+        None => connect_pg_lendable(&conn, COMPONENT).await?,
     };
     let pg = |e: tokio_postgres::Error| FerryError::external(COMPONENT, pg_error_text(&e));
     client
@@ -960,29 +964,54 @@ async fn fetch_pg(
     }
     let sql = select_sql(&table, &st, Dialect::Postgres);
     let copy = format!("COPY ({sql}) TO STDOUT (FORMAT binary)");
-    let stream = client
-        .copy_out(&copy)
-        .await
-        .map_err(|e| FerryError::external(COMPONENT, format!("{}: {sql}", pg_error_text(&e))))?;
-    futures_util::pin_mut!(stream);
-    // The server sends a row a message: gather them into large chunks, so that the reader
-    // thread (which decodes) is woken once per chunk rather than once per row.
     let mut chunk = BytesMut::with_capacity(COPY_CHUNK);
-    while let Some(msg) = stream.next().await {
-        chunk.extend_from_slice(&msg.map_err(pg)?);
-        if chunk.len() >= COPY_CHUNK {
-            if !tx.send(Ok(Fetch::Copy(chunk.split().freeze()))).await {
+    match socket.as_ref().and_then(PgSocket::lend) {
+        Some(mut lent) => {
+            // Straight off the socket: see ferry_db::pg_wire.
+            let wire = |e: ferry_db::pg_wire::WireError| {
+                FerryError::external(COMPONENT, format!("{e}: {sql}"))
+            };
+            lent.copy_out(&copy).await.map_err(wire)?;
+            loop {
+                let more = lent
+                    .copy_out_data(&mut chunk, COPY_CHUNK)
+                    .await
+                    .map_err(wire)?;
+                if !chunk.is_empty() && !tx.send(Ok(Fetch::Copy(chunk.split().freeze()))).await {
+                    // The reader is gone; dropping `lent` closes the connection.
+                    return Ok(());
+                }
+                if !more {
+                    break;
+                }
+                chunk.reserve(COPY_CHUNK);
+            }
+            lent.give_back();
+        }
+        None => {
+            let stream = client.copy_out(&copy).await.map_err(|e| {
+                FerryError::external(COMPONENT, format!("{}: {sql}", pg_error_text(&e)))
+            })?;
+            futures_util::pin_mut!(stream);
+            // The server sends a row a message: gather them into large chunks, so that the
+            // reader thread (which decodes) is woken once per chunk rather than once per row.
+            while let Some(msg) = stream.next().await {
+                chunk.extend_from_slice(&msg.map_err(pg)?);
+                if chunk.len() >= COPY_CHUNK {
+                    if !tx.send(Ok(Fetch::Copy(chunk.split().freeze()))).await {
+                        return Ok(());
+                    }
+                    chunk.reserve(COPY_CHUNK);
+                }
+            }
+            if !chunk.is_empty() && !tx.send(Ok(Fetch::Copy(chunk.freeze()))).await {
                 return Ok(());
             }
-            chunk.reserve(COPY_CHUNK);
         }
-    }
-    if !chunk.is_empty() && !tx.send(Ok(Fetch::Copy(chunk.freeze()))).await {
-        return Ok(());
     }
     if client.batch_execute("COMMIT").await.is_ok() {
         if let Ok(mut i) = idle.lock() {
-            i.pg.push(client);
+            i.pg.push((client, socket));
         }
     }
     Ok(())
