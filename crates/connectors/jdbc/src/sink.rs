@@ -1069,7 +1069,11 @@ impl CopyStream {
         binary: bool,
         keep: bool,
     ) -> std::result::Result<CopyStream, (FerryError, bool)> {
-        let to = match socket.as_ref().and_then(PgSocket::lend) {
+        let lent = match socket {
+            Some(s) => s.lend(c).await,
+            None => None,
+        };
+        let to = match lent {
             Some(mut lent) => {
                 lent.copy_in(sql).await.map_err(|e| wire_error(e, sql))?;
                 CopyTo::Wire(Some(lent))

@@ -965,7 +965,11 @@ async fn fetch_pg(
     let sql = select_sql(&table, &st, Dialect::Postgres);
     let copy = format!("COPY ({sql}) TO STDOUT (FORMAT binary)");
     let mut chunk = BytesMut::with_capacity(COPY_CHUNK);
-    match socket.as_ref().and_then(PgSocket::lend) {
+    let lent = match &socket {
+        Some(s) => s.lend(&client).await,
+        None => None,
+    };
+    match lent {
         Some(mut lent) => {
             // Straight off the socket: see ferry_db::pg_wire.
             let wire = |e: ferry_db::pg_wire::WireError| {
