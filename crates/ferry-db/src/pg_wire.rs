@@ -134,9 +134,8 @@ impl PgSocket {
     /// socket is lent out already, or the connection failed (the driver's next statement
     /// reports how).
     pub async fn lend(&self, client: &tokio_postgres::Client) -> Option<LentSocket> {
-        if lock(&self.0).socket.is_none() {
-            return None;
-        }
+        // Lent already: the empty query would wait for the socket itself.
+        lock(&self.0).socket.as_ref()?;
         client.batch_execute("").await.ok()?;
         let socket = lock(&self.0).socket.take()?;
         Some(LentSocket {
