@@ -410,16 +410,13 @@ fn connect_error(info: &ConnInfo, component: &str, why: &str) -> FerryError {
 /// (the driver's `Display` says only "db error").
 pub fn pg_error_text(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
-        Some(db) => {
-            let mut s = format!("{}: {}", db.severity(), db.message());
-            if let Some(d) = db.detail() {
-                s.push_str(&format!(" ({d})"));
-            }
-            if let (Some(t), Some(c)) = (db.table(), db.constraint()) {
-                s.push_str(&format!(" [table {t}, constraint {c}]"));
-            }
-            s
-        }
+        Some(db) => server_error_text(
+            db.severity(),
+            db.message(),
+            db.detail(),
+            db.table(),
+            db.constraint(),
+        ),
         None => {
             let mut s = e.to_string();
             let mut src = std::error::Error::source(e);
@@ -430,6 +427,25 @@ pub fn pg_error_text(e: &tokio_postgres::Error) -> String {
             s
         }
     }
+}
+
+/// A server's error as Ferry words it: severity, message, detail, and the table and
+/// constraint it names (for a constraint violation).
+pub(crate) fn server_error_text(
+    severity: &str,
+    message: &str,
+    detail: Option<&str>,
+    table: Option<&str>,
+    constraint: Option<&str>,
+) -> String {
+    let mut s = format!("{severity}: {message}");
+    if let Some(d) = detail {
+        s.push_str(&format!(" ({d})"));
+    }
+    if let (Some(t), Some(c)) = (table, constraint) {
+        s.push_str(&format!(" [table {t}, constraint {c}]"));
+    }
+    s
 }
 
 #[cfg(test)]

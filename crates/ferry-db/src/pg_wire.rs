@@ -292,8 +292,8 @@ impl WireBuffer {
     }
 }
 
-/// The text of an `ErrorResponse` body as `pg_error_text` words a server error, and its
-/// SQLSTATE.
+/// The text of an `ErrorResponse` body as `pg_error_text` words a server error (one
+/// function words both), and its SQLSTATE.
 fn server_error(body: &[u8]) -> WireError {
     let (mut severity, mut message, mut detail, mut table, mut constraint, mut code) =
         ("ERROR", "", None, None, None, "");
@@ -312,15 +312,8 @@ fn server_error(body: &[u8]) -> WireError {
             _ => {}
         }
     }
-    let mut text = format!("{severity}: {message}");
-    if let Some(d) = detail {
-        text.push_str(&format!(" ({d})"));
-    }
-    if let (Some(t), Some(c)) = (table, constraint) {
-        text.push_str(&format!(" [table {t}, constraint {c}]"));
-    }
     WireError::Server {
-        text,
+        text: crate::conn::server_error_text(severity, message, detail, table, constraint),
         code: code.to_string(),
     }
 }
@@ -333,10 +326,6 @@ fn open(socket: &mut Option<Socket>) -> Result<&mut Socket, WireError> {
 }
 
 impl LentSocket {
-    fn socket(&mut self) -> Result<&mut Socket, WireError> {
-        open(&mut self.socket)
-    }
-
     /// Puts the socket back under the driver. Only once the server is idle (every
     /// statement sent here answered with `ReadyForQuery`); otherwise drop it instead.
     pub fn give_back(mut self) {
@@ -391,7 +380,7 @@ impl LentSocket {
         msg.extend_from_slice(&len.to_be_bytes());
         msg.extend_from_slice(sql.as_bytes());
         msg.push(0);
-        let socket = self.socket()?;
+        let socket = open(&mut self.socket)?;
         socket.write_all(&msg).await?;
         socket.flush().await?;
         Ok(())
@@ -512,7 +501,7 @@ impl LentSocket {
             let (part, rest) = data.split_at(data.len().min(MAX));
             let mut head = [b'd', 0, 0, 0, 0];
             head[1..].copy_from_slice(&(4 + part.len() as i32).to_be_bytes());
-            let socket = self.socket()?;
+            let socket = open(&mut self.socket)?;
             // The frame and the block in one system call (with no Nagle delay, a frame
             // written alone would leave as a packet of its own).
             let (mut head, mut body): (&[u8], &[u8]) = (&head, part);
@@ -545,7 +534,7 @@ impl LentSocket {
         msg.push(0);
         let len = (msg.len() - 1) as i32;
         msg[1..5].copy_from_slice(&len.to_be_bytes());
-        let sent = match self.socket() {
+        let sent = match open(&mut self.socket) {
             Ok(socket) => socket.write_all(&msg).await.is_ok() && socket.flush().await.is_ok(),
             Err(_) => false,
         };
@@ -562,7 +551,7 @@ impl LentSocket {
     /// Ends the `COPY` and returns the rows the server took, or the error it reports for
     /// the stream (a row it refused, say).
     pub async fn copy_in_done(&mut self) -> Result<u64, WireError> {
-        let socket = self.socket()?;
+        let socket = open(&mut self.socket)?;
         socket.write_all(&[b'c', 0, 0, 0, 4]).await?;
         socket.flush().await?;
         self.until_ready(None).await
@@ -584,6 +573,14 @@ mod tests {
         .unwrap()
     }
 
+    /// A lendable connection to [`local`] with a temporary table made by `ddl`.
+    async fn with_table(ddl: &str) -> (tokio_postgres::Client, PgSocket) {
+        let (client, socket) = connect_pg_lendable(&local(), "test").await.unwrap();
+        let sql = format!("CREATE TEMP TABLE {ddl}");
+        client.batch_execute(&sql).await.unwrap();
+        (client, socket.expect("a TCP connection lends its socket"))
+    }
+
     async fn count(c: &tokio_postgres::Client, sql: &str) -> i64 {
         c.query_one(sql, &[]).await.unwrap().get(0)
     }
@@ -591,12 +588,7 @@ mod tests {
     #[test]
     fn a_lent_socket_copies_out_and_in_and_the_driver_goes_on_after_it() {
         ferry_api::io::handle().unwrap().block_on(async {
-            let (client, socket) = connect_pg_lendable(&local(), "test").await.unwrap();
-            let socket = socket.unwrap();
-            client
-                .batch_execute("CREATE TEMP TABLE wire_t (id int8 PRIMARY KEY, name text)")
-                .await
-                .unwrap();
+            let (client, socket) = with_table("wire_t (id int8 PRIMARY KEY, name text)").await;
 
             // In: two blocks, the split falling inside a row.
             let mut lent = socket.lend(&client).await.unwrap();
@@ -661,12 +653,7 @@ mod tests {
     #[test]
     fn server_errors_leave_the_connection_usable_and_a_dropped_copy_closes_it() {
         ferry_api::io::handle().unwrap().block_on(async {
-            let (client, socket) = connect_pg_lendable(&local(), "test").await.unwrap();
-            let socket = socket.unwrap();
-            client
-                .batch_execute("CREATE TEMP TABLE wire_e (id int8 PRIMARY KEY)")
-                .await
-                .unwrap();
+            let (client, socket) = with_table("wire_e (id int8 PRIMARY KEY)").await;
             // Refused at the start: no such table, and a statement that is not a COPY.
             let mut lent = socket.lend(&client).await.unwrap();
             let e = lent
