@@ -221,6 +221,29 @@ fn parallel_snapshot_readers_cut_by_a_key_query_converge_too() {
     converge("converge3q", 3, 150, uneven);
 }
 
+/// The most backends named `application` open at once, sampled on one connection until
+/// `watching` turns false.
+fn most_connections(application: &str, watching: &std::sync::atomic::AtomicBool) -> usize {
+    let sql =
+        format!("SELECT count(*) FROM pg_stat_activity WHERE application_name = '{application}'");
+    ferry_api::io::handle().unwrap().block_on(async {
+        let (client, connection) = tokio_postgres::connect(
+            "host=127.0.0.1 port=5432 user=postgres dbname=test",
+            tokio_postgres::NoTls,
+        )
+        .await
+        .unwrap();
+        tokio::spawn(connection);
+        let mut most = 0usize;
+        while watching.load(std::sync::atomic::Ordering::SeqCst) {
+            let open: i64 = client.query_one(&sql, &[]).await.unwrap().get(0);
+            most = most.max(usize::try_from(open).unwrap_or(0));
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        most
+    })
+}
+
 /// A snapshot under a concurrent workload, a checkpoint inside it, a crash after it and a
 /// restore: the events applied in order equal the table, and none repeats.
 fn converge(name: &'static str, readers: usize, split: usize, extra: Value) {
@@ -252,23 +275,22 @@ fn converge(name: &'static str, readers: usize, split: usize, extra: Value) {
         })
     };
     // The most connections of the job seen at once while the snapshot is read (the
-    // snapshot readers close theirs when every table is read).
+    // snapshot readers close theirs when every table is read). One connection samples
+    // every millisecond or two: a connection per sample (several milliseconds each on a
+    // loaded machine) once missed the few dozen milliseconds the readers' connections are
+    // all open before the first window's rows come.
     let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let watcher = {
         let watching = watching.clone();
-        std::thread::spawn(move || {
-            let mut most = 0usize;
-            while watching.load(std::sync::atomic::Ordering::SeqCst) {
-                let open = pg(&format!(
-                    "SELECT count(*)::text FROM pg_stat_activity WHERE application_name = 'ferry_t_{name}'"
-                ));
-                most = most.max(open[0][0].as_deref().unwrap_or("0").parse().unwrap());
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            most
-        })
+        std::thread::spawn(move || most_connections(&format!("ferry_t_{name}"), &watching))
     };
     while d.rows_read() < 1500 {
+        d.step().unwrap();
+    }
+    let snap = d.snapshot().unwrap();
+    let mut kept = d.take_output();
+    // Read on past the checkpoint, then "crash": what came after it is lost downstream.
+    for _ in 0..50 {
         d.step().unwrap();
     }
     watching.store(false, std::sync::atomic::Ordering::SeqCst);
@@ -281,12 +303,6 @@ fn converge(name: &'static str, readers: usize, split: usize, extra: Value) {
             most > readers,
             "at most {most} connections for {readers} snapshot readers"
         );
-    }
-    let snap = d.snapshot().unwrap();
-    let mut kept = d.take_output();
-    // Read on past the checkpoint, then "crash": what came after it is lost downstream.
-    for _ in 0..50 {
-        d.step().unwrap();
     }
     drop(d);
     let mut d = SourceDriver::restore(s.as_ref(), readers, job(JobMode::Streaming), &snap).unwrap();
