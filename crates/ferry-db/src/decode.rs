@@ -21,6 +21,23 @@ const PG_EPOCH_MICROS: i64 = 946_684_800_000_000;
 /// Days from 1970-01-01 to 2000-01-01.
 const PG_EPOCH_DAYS: i32 = 10_957;
 
+/// The canonical text of a binary uuid's first 16 bytes (`8-4-4-4-12` lowercase hex
+/// digits), as PostgreSQL's `uuid_out` writes it.
+pub fn uuid_text(v: &[u8]) -> [u8; 36] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [b'-'; 36];
+    let mut o = 0;
+    for (i, x) in v.iter().take(16).enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            o += 1;
+        }
+        out[o] = HEX[usize::from(x >> 4)];
+        out[o + 1] = HEX[usize::from(x & 15)];
+        o += 2;
+    }
+    out
+}
+
 /// One column's builder (the binlog decoder in `mysql_binlog` appends to it directly).
 pub(crate) enum Col {
     Bool(BooleanBuilder),
@@ -271,6 +288,10 @@ impl Builders {
                     Ok(s) => b.append_value(s),
                     Err(_) => return Err(bad(&"jsonb is not UTF-8")),
                 }
+            }),
+            Col::Str(b) if wire == Wire::Uuid => each!(b, |v| {
+                sized(v, 16)?;
+                b.append_value(String::from_utf8_lossy(&uuid_text(v)))
             }),
             Col::Str(b) => each!(b, |v| match std::str::from_utf8(v) {
                 Ok(s) => b.append_value(s),
@@ -762,6 +783,44 @@ mod tests {
             pg_numeric(&numeric(-1, 0, &[1249, 9999]), 2).unwrap(),
             Some(12)
         );
+    }
+
+    /// A binary uuid reads as `uuid_out`'s text; a value of another length is an error
+    /// naming the column.
+    #[test]
+    fn binary_uuids_read_as_their_canonical_text() {
+        use arrow::array::{Array, AsArray};
+        let column = ColumnDef {
+            name: "u".into(),
+            data_type: DataType::Utf8,
+            nullable: true,
+            source_type: "uuid".into(),
+            length: None,
+            wire: Wire::Uuid,
+            select: "\"u\"".into(),
+        };
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new("u", DataType::Utf8, true),
+        ]));
+        let mut b =
+            Builders::new(std::slice::from_ref(&column), schema.clone(), 4, "test").unwrap();
+        let u: [u8; 16] = [
+            0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38,
+            0x0a, 0x11,
+        ];
+        b.append_pg_values(0, [Some(&u[..]), None, Some(&[0xff; 16][..])])
+            .unwrap();
+        for _ in 0..3 {
+            b.end_row();
+        }
+        let batch = b.finish().unwrap();
+        let col = batch.column(0).as_string::<i32>();
+        assert_eq!(col.value(0), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+        assert!(col.is_null(1));
+        assert_eq!(col.value(2), "ffffffff-ffff-ffff-ffff-ffffffffffff");
+        let mut b = Builders::new(&[column], schema, 4, "test").unwrap();
+        let e = b.append_pg_values(0, [Some(&u[..15])]).unwrap_err();
+        assert!(e.to_string().contains("'u'"), "{e}");
     }
 
     /// Chunks taken whole (`push_bytes`) or copied (`push`), cut at row boundaries or inside

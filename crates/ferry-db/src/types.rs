@@ -44,8 +44,10 @@ pub enum Wire {
     F64,
     /// Binary `numeric` (the select casts `money` to it).
     Numeric,
-    /// Text bytes (the select casts `uuid`, `json`, `inet`, … to `text`).
+    /// Text bytes (the select writes `inet`, `interval`, … as text).
     Text,
+    /// Binary `uuid`: 16 bytes, read as its canonical text (`8-4-4-4-12` lowercase hex).
+    Uuid,
     /// Binary `jsonb`: a version byte and the text.
     Jsonb,
     /// Raw bytes.
@@ -171,7 +173,11 @@ pub fn pg_column(name: &str, ty: &str, typmod: i32, nullable: bool) -> Result<Co
         // Their text as JDBC's getString shows it: the type's output function (`format`),
         // which, unlike `::text`, writes an inet host without its /32; `format` turns NULL
         // into '', hence the CASE.
-        "uuid" | "inet" | "cidr" | "macaddr" | "interval" | "geometry" | "geography" => (
+        // 16 bytes on the wire and formatted by the reader: asking the server for its text
+        // (`format`, below) cost it 0.25 µs a value, a fifth of its CPU for a table of 16
+        // columns with one uuid.
+        "uuid" => (DataType::Utf8, Wire::Uuid, q.clone(), ty.to_string()),
+        "inet" | "cidr" | "macaddr" | "interval" | "geometry" | "geography" => (
             DataType::Utf8,
             Wire::Text,
             format!("CASE WHEN {q} IS NULL THEN NULL ELSE format('%s', {q}) END"),
@@ -362,12 +368,19 @@ mod tests {
             pg_column("n", "numeric", -1, true).unwrap().data_type,
             DataType::Decimal128(38, 18)
         );
+        // A uuid comes as its 16 bytes (formatted by the reader), an inet as its text.
         let c = pg_column("u", "uuid", -1, true).unwrap();
         assert_eq!(
-            (c.data_type, c.select.as_str()),
+            (c.data_type, c.wire, c.select.as_str()),
+            (DataType::Utf8, Wire::Uuid, "\"u\"")
+        );
+        let c = pg_column("i", "inet", -1, true).unwrap();
+        assert_eq!(
+            (c.data_type, c.wire, c.select.as_str()),
             (
                 DataType::Utf8,
-                "CASE WHEN \"u\" IS NULL THEN NULL ELSE format('%s', \"u\") END"
+                Wire::Text,
+                "CASE WHEN \"i\" IS NULL THEN NULL ELSE format('%s', \"i\") END"
             )
         );
         let e = pg_column("p", "point", -1, true).unwrap_err();

@@ -292,7 +292,6 @@ pub struct PostgresCdcSource {
 /// cannot be.
 fn conv_for(source_type: &str) -> std::result::Result<Conv, &'static str> {
     Ok(match source_type {
-        "uuid" => Conv::Uuid,
         "inet" => Conv::Inet { cidr: false },
         "cidr" => Conv::Inet { cidr: true },
         "macaddr" => Conv::Macaddr,

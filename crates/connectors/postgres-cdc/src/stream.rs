@@ -91,8 +91,6 @@ const MOVED_EVERY: Duration = Duration::from_secs(1);
 pub enum Conv {
     /// The same binary form.
     Same,
-    /// `uuid`: 16 bytes, written as text.
-    Uuid,
     /// `inet`/`cidr`: written as the type's text (an inet host without `/32`).
     Inet {
         /// `cidr` always shows its mask.
@@ -458,34 +456,12 @@ fn map_relation(s: &Settings, r: &Relation) -> Result<(RelMap, Vec<String>)> {
     ))
 }
 
-fn hex(out: &mut String, b: &[u8]) {
-    for x in b {
-        out.push_str(&format!("{x:02x}"));
-    }
-}
-
 /// The value as the Jdbc decoders expect it.
 fn convert(conv: Conv, v: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>> {
     use std::borrow::Cow;
     let bad = |what: &str| FerryError::data(COMPONENT, format!("{} bytes are no {what}", v.len()));
     Ok(match conv {
         Conv::Same => Cow::Borrowed(v),
-        Conv::Uuid => {
-            if v.len() != 16 {
-                return Err(bad("uuid"));
-            }
-            let mut s = String::with_capacity(36);
-            for (i, part) in [&v[0..4], &v[4..6], &v[6..8], &v[8..10], &v[10..16]]
-                .iter()
-                .enumerate()
-            {
-                if i > 0 {
-                    s.push('-');
-                }
-                hex(&mut s, part);
-            }
-            Cow::Owned(s.into_bytes())
-        }
         Conv::Inet { cidr } => {
             if v.len() < 4 {
                 return Err(bad("inet"));
