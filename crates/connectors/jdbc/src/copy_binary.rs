@@ -11,6 +11,10 @@
 //!
 //! Columns are matched to their encoder once a batch ([`BinaryColumns::new`]); each value
 //! is then written straight into the output buffer, with no allocation per row.
+//!
+//! The same values, one binary array per column ([`ArrayColumns`]), are the parameters of
+//! the generated INSERTs on PostgreSQL (`INSERT … SELECT * FROM unnest($1, $2, …)`): a
+//! value's bytes in an array element are its bytes in a COPY field.
 
 use arrow::array::*;
 use arrow::datatypes::{DataType, TimeUnit};
@@ -40,6 +44,32 @@ pub mod oid {
     pub const NUMERIC: u32 = 1700;
     pub const UUID: u32 = 2950;
     pub const JSONB: u32 = 3802;
+
+    /// The array type of element type `elem`, for the types [`super::BinaryColumns`]
+    /// writes.
+    pub fn array_of(elem: u32) -> Option<u32> {
+        Some(match elem {
+            BOOL => 1000,
+            BYTEA => 1001,
+            INT8 => 1016,
+            INT2 => 1005,
+            INT4 => 1007,
+            TEXT => 1009,
+            JSON => 199,
+            FLOAT4 => 1021,
+            FLOAT8 => 1022,
+            BPCHAR => 1014,
+            VARCHAR => 1015,
+            DATE => 1182,
+            TIME => 1183,
+            TIMESTAMP => 1115,
+            TIMESTAMPTZ => 1185,
+            NUMERIC => 1231,
+            UUID => 2951,
+            JSONB => 3807,
+            _ => return None,
+        })
+    }
 }
 
 /// Microseconds and days from the Unix epoch to PostgreSQL's (2000-01-01).
@@ -142,6 +172,91 @@ impl<'a> BinaryColumns<'a> {
             push_value(out, e, i)?;
         }
         Ok(())
+    }
+
+    /// Appends the value of row `i` in column `col` (of those given to [`Self::new`]) as
+    /// one field: its length, then its bytes.
+    pub fn push_field(&self, out: &mut Vec<u8>, col: usize, i: usize) -> Result<(), String> {
+        match self.encs.get(col) {
+            Some(e) => push_value(out, e, i),
+            None => Err(format!("no column {col}")),
+        }
+    }
+}
+
+/// Bytes before an array's elements: dimensions, flags, element type, length, lower bound.
+const ARRAY_HEADER: usize = 20;
+
+/// Rows gathered as one binary one-dimensional array per column (PostgreSQL's `array_recv`
+/// form), for parameters of `unnest`. Each column's buffer starts with room for its header,
+/// written by [`Self::finish`], so that no element is moved.
+pub struct ArrayColumns {
+    arrays: Vec<Vec<u8>>,
+    /// Whether each column holds a NULL (the header's flag).
+    nulls: Vec<bool>,
+    elems: Vec<u32>,
+    rows: usize,
+    bytes: usize,
+    /// Where the row being appended starts in each column (kept to spare an allocation
+    /// per row).
+    starts: Vec<usize>,
+}
+
+impl ArrayColumns {
+    /// Empty arrays of the element types `elems`, one per column.
+    pub fn new(elems: &[u32]) -> Self {
+        ArrayColumns {
+            arrays: elems.iter().map(|_| vec![0; ARRAY_HEADER]).collect(),
+            nulls: vec![false; elems.len()],
+            elems: elems.to_vec(),
+            rows: 0,
+            bytes: 0,
+            starts: Vec::with_capacity(elems.len()),
+        }
+    }
+
+    /// Bytes gathered so far, over all columns.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Appends row `i` of `cols` (which writes the same columns, in order). On an error,
+    /// naming a value the target type cannot hold, nothing of the row is kept.
+    pub fn push_row(&mut self, cols: &BinaryColumns, i: usize) -> Result<(), String> {
+        if self.rows >= i32::MAX as usize || cols.encs.len() != self.arrays.len() {
+            return Err("too many rows for one statement".into());
+        }
+        self.starts.clear();
+        for (out, e) in self.arrays.iter_mut().zip(&cols.encs) {
+            self.starts.push(out.len());
+            if let Err(m) = push_value(out, e, i) {
+                for (a, &start) in self.arrays.iter_mut().zip(&self.starts) {
+                    a.truncate(start);
+                }
+                return Err(m);
+            }
+        }
+        for ((out, &start), null) in self.arrays.iter().zip(&self.starts).zip(&mut self.nulls) {
+            // A NULL is its length alone, -1.
+            *null |= out.len() - start == 4 && out[start..] == [0xff; 4];
+            self.bytes += out.len() - start;
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// The arrays, each with its header.
+    pub fn finish(mut self) -> Vec<Vec<u8>> {
+        for ((a, null), elem) in self.arrays.iter_mut().zip(&self.nulls).zip(&self.elems) {
+            let mut h = [0u8; ARRAY_HEADER];
+            h[0..4].copy_from_slice(&1i32.to_be_bytes());
+            h[4..8].copy_from_slice(&i32::from(*null).to_be_bytes());
+            h[8..12].copy_from_slice(&elem.to_be_bytes());
+            h[12..16].copy_from_slice(&(self.rows as i32).to_be_bytes());
+            h[16..20].copy_from_slice(&1i32.to_be_bytes());
+            a[..ARRAY_HEADER].copy_from_slice(&h);
+        }
+        self.arrays
     }
 }
 
@@ -402,6 +517,58 @@ fn numeric(out: &mut Vec<u8>, v: i128, scale: u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    fn be32(b: &[u8], at: usize) -> i32 {
+        i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    }
+
+    #[test]
+    fn array_columns_write_array_recv_form_and_keep_nothing_of_a_refused_row() {
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(vec![Some(7), None, Some(9)])),
+            Arc::new(StringArray::from(vec![
+                "00000000-0000-0000-0000-000000000001",
+                "x",
+                "0000000000000000000000000000000f",
+            ])),
+        ];
+        let b = BinaryColumns::new(&cols, &[0, 1], &[oid::INT4, oid::UUID]).unwrap();
+        let mut a = ArrayColumns::new(&[oid::INT4, oid::UUID]);
+        a.push_row(&b, 0).unwrap();
+        // Row 1's uuid is refused after its int was written: the int goes too.
+        assert!(a.push_row(&b, 1).unwrap_err().contains("'x' is not a uuid"));
+        a.push_row(&b, 2).unwrap();
+        assert_eq!(a.bytes(), 2 * (4 + 4) + 2 * (4 + 16));
+        let out = a.finish();
+        let ints = &out[0];
+        // ndim 1, no NULL, int4 elements, 2 of them from index 1.
+        let header: Vec<i32> = (0..5).map(|k| be32(ints, 4 * k)).collect();
+        assert_eq!(header, vec![1, 0, oid::INT4 as i32, 2, 1]);
+        assert_eq!((be32(ints, 20), be32(ints, 24)), (4, 7));
+        assert_eq!((be32(ints, 28), be32(ints, 32)), (4, 9));
+        assert_eq!(ints.len(), 36);
+        assert_eq!(be32(&out[1], 8), oid::UUID as i32);
+        assert_eq!(out[1][20 + 4 + 15], 1);
+        assert_eq!(out[1][20 + 2 * 4 + 16 + 15], 0x0f);
+
+        // A NULL sets the header's flag.
+        let mut a = ArrayColumns::new(&[oid::INT4]);
+        let b = BinaryColumns::new(&cols, &[0], &[oid::INT4]).unwrap();
+        a.push_row(&b, 1).unwrap();
+        let out = a.finish();
+        assert_eq!((be32(&out[0], 4), be32(&out[0], 20)), (1, -1));
+        for elem in [
+            oid::BOOL,
+            oid::TEXT,
+            oid::NUMERIC,
+            oid::JSONB,
+            oid::TIMESTAMPTZ,
+        ] {
+            assert!(oid::array_of(elem).is_some(), "{elem}");
+        }
+        assert_eq!(oid::array_of(869), None, "inet: not written in binary");
+    }
 
     fn numeric_text(v: i128, scale: u8) -> String {
         let mut out = Vec::new();

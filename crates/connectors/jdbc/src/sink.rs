@@ -12,7 +12,7 @@
 //! transactions of checkpoints after `N`, which no stored checkpoint can publish; a fresh
 //! writer rolls back all of its own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,9 +25,10 @@ use ferry_api::{
 };
 use mysql_async::prelude::Queryable;
 use serde_json::Value;
+use tokio_postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 
 use crate::copy::CsvColumns;
-use crate::copy_binary::{self, BinaryColumns};
+use crate::copy_binary::{self, ArrayColumns, BinaryColumns};
 use crate::render::{bind_query, push_literal};
 use ferry_db::catalog::{literal, pg_rows};
 use ferry_db::conn::{
@@ -496,14 +497,7 @@ impl Conn {
     /// that would fail again (a syntax error, a constraint, a type that does not fit).
     async fn exec_classified(&mut self, sql: &str) -> std::result::Result<(), (FerryError, bool)> {
         match self {
-            Conn::Pg(c, _) => c.batch_execute(sql).await.map_err(|e| {
-                let transient = pg_transient(&e);
-                let err = FerryError::external(
-                    COMPONENT,
-                    format!("{}: {}", pg_error_text(&e), shorten(sql)),
-                );
-                (err, transient)
-            }),
+            Conn::Pg(c, _) => c.batch_execute(sql).await.map_err(|e| pg_failure(&e, sql)),
             Conn::My(c) => c.query_drop(sql).await.map_err(|e| {
                 // 1213 deadlock, 1205 lock wait timeout, 2006/2013 server gone; I/O and
                 // driver errors are a lost connection.
@@ -553,8 +547,21 @@ impl Conn {
                     };
                     open.send(data.clone()).await?;
                 }
-                (Part::Copy { .. }, Conn::My(_)) => {
-                    return Err((FerryError::internal("COPY on a MySQL connection"), false))
+                (Part::Insert { sql, params }, Conn::Pg(c, _)) => {
+                    end_copy(stream).await?;
+                    let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
+                        .iter()
+                        .map(|p| (p as &(dyn ToSql + Sync), p.ty.clone()))
+                        .collect();
+                    c.execute_typed(sql, &typed)
+                        .await
+                        .map_err(|e| pg_failure(&e, sql))?;
+                }
+                (Part::Copy { .. } | Part::Insert { .. }, Conn::My(_)) => {
+                    return Err((
+                        FerryError::internal("COPY or array parameters on a MySQL connection"),
+                        false,
+                    ))
                 }
             }
         }
@@ -604,6 +611,13 @@ fn pg_transient(e: &tokio_postgres::Error) -> bool {
     e.is_closed() || e.code().is_some_and(|c| transient_sqlstate(c.code()))
 }
 
+/// A failed PostgreSQL statement: Ferry's error, naming the statement's start, and
+/// whether it is [`pg_transient`].
+fn pg_failure(e: &tokio_postgres::Error, sql: &str) -> (FerryError, bool) {
+    let err = FerryError::external(COMPONENT, format!("{}: {}", pg_error_text(e), shorten(sql)));
+    (err, pg_transient(e))
+}
+
 /// The SQLSTATEs [`pg_transient`] takes for passing.
 fn transient_sqlstate(c: &str) -> bool {
     c == "40001" || c == "40P01" || c.starts_with("08") || c.starts_with("57P0")
@@ -613,9 +627,14 @@ fn transient_sqlstate(c: &str) -> bool {
 #[cfg(test)]
 pub(crate) static BINARY_COPIES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
-/// The type OIDs of a COPY target's columns, in the order they are written; `None` (CSV
-/// is written then) when the table cannot be read now (it may be created later, by
-/// another writer's setup) or lacks a column (the COPY then fails naming it).
+/// Targets an INSERT with array parameters was started for, so that tests can tell.
+#[cfg(test)]
+pub(crate) static ARRAY_INSERTS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// The type OIDs of a generated target's columns, in the order they are written, for
+/// binary COPY and array parameters; `None` (CSV, or INSERTs with literals, are written
+/// then) when the table cannot be read now (it may be created later, by another writer's
+/// setup) or lacks a column (the statement then fails naming it).
 async fn column_types(c: &tokio_postgres::Client, t: &Target) -> Option<Vec<u32>> {
     let rows = c
         .query(
@@ -883,7 +902,7 @@ impl Sink for JdbcSink {
             let mut copy_types = Vec::with_capacity(targets.len());
             for t in targets.iter() {
                 copy_types.push(match &c {
-                    Conn::Pg(client, _) if t.copy => column_types(client, t).await,
+                    Conn::Pg(client, _) if t.query.is_none() => column_types(client, t).await,
                     _ => None,
                 });
             }
@@ -934,6 +953,17 @@ impl Sink for JdbcSink {
             last_checkpoint,
             mysql_xid: None,
             async_commits,
+            array_types: copy_types
+                .iter()
+                .zip(self.targets.iter())
+                .map(|(types, t)| {
+                    let types = types.as_ref().filter(|_| !t.copy && t.query.is_none())?;
+                    types
+                        .iter()
+                        .map(|&o| Type::from_oid(copy_binary::oid::array_of(o)?))
+                        .collect()
+                })
+                .collect(),
             copy_types,
             copy: None,
             copy_streams: 0,
@@ -1006,6 +1036,15 @@ enum Op {
         rows: Vec<String>,
         keys: HashMap<String, usize>,
     },
+    /// Rows inserted or upserted on PostgreSQL as one binary array per column, which one
+    /// `INSERT … SELECT * FROM ROWS FROM (unnest($1), …)` sends as parameters: the server
+    /// parses no SQL text per row, and Ferry renders none. `keys`: the binary keys of the
+    /// rows (upserts), since one statement may not touch a key twice.
+    Insert {
+        target: usize,
+        arrays: ArrayColumns,
+        keys: HashSet<Vec<u8>>,
+    },
     /// Keys deleted.
     Delete { target: usize, keys: Vec<String> },
     /// Statements of the user's query.
@@ -1023,12 +1062,46 @@ enum Op {
 #[derive(Clone)]
 enum Part {
     Sql(String),
+    /// A statement with array parameters ([`Op::Insert`]).
+    Insert {
+        sql: String,
+        params: Arc<Vec<ArrayParam>>,
+    },
     Copy {
         sql: String,
         binary: bool,
         data: bytes::Bytes,
     },
 }
+
+/// One column's values as a binary array parameter of type `ty`, sent as they are.
+#[derive(Debug)]
+struct ArrayParam {
+    ty: Type,
+    bytes: Vec<u8>,
+}
+
+impl ToSql for ArrayParam {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(&self.bytes);
+        Ok(IsNull::No)
+    }
+
+    // The statement is sent with `ty` as the parameter's type (`execute_typed`).
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+/// Bytes of array parameters past which a statement is sent and the next rows start
+/// another: arrays stay far below PostgreSQL's 1 GB limit for one value.
+const INSERT_ARRAY_BYTES: usize = 64 << 20;
 
 /// A stream of rows left open past a flush: each flush sends its rows into one `COPY …
 /// FROM STDIN`, which ends (committing its rows, or adding them to the checkpoint's
@@ -1245,9 +1318,13 @@ struct JdbcWriter {
     /// PostgreSQL without XA: flushes commit without waiting for the disk (see
     /// [`AsyncCommits`]).
     async_commits: Option<AsyncCommits>,
-    /// Per target with `use_copy_statement`: its columns' type OIDs, for binary COPY
-    /// ([`crate::copy_binary`]); `None` when they could not be read (CSV is written then).
+    /// Per generated target on PostgreSQL: its columns' type OIDs, for binary COPY and
+    /// array parameters ([`crate::copy_binary`]); `None` when they could not be read (CSV,
+    /// or INSERTs with literals, are written then).
     copy_types: Vec<Option<Vec<u32>>>,
+    /// Per target: the array types of its columns, when every one has one
+    /// ([`copy_binary::oid::array_of`]) and INSERTs may send them ([`Op::Insert`]).
+    array_types: Vec<Option<Vec<Type>>>,
     /// The COPY left open by the last flush, if any.
     copy: Option<CopyStream>,
     /// COPY streams opened so far (their serial numbers).
@@ -1402,15 +1479,22 @@ impl JdbcWriter {
                     if *binary { "binary" } else { "csv" }
                 )
             }
-            Op::Write { target, rows, .. } => {
+            Op::Write { target, .. } | Op::Insert { target, .. } => {
                 let t = &self.targets[*target];
                 let cols: Vec<String> = t.columns.iter().map(|c| d.quote(c)).collect();
-                let mut sql = format!(
-                    "INSERT INTO {} ({}) VALUES {}",
-                    t.quoted,
-                    cols.join(", "),
-                    rows.join(", ")
-                );
+                let rows = match op {
+                    Op::Write { rows, .. } => format!("VALUES {}", rows.join(", ")),
+                    // ROWS FROM, not unnest($1, $2, …): a function takes at most 100
+                    // arguments, a table may have more columns.
+                    _ => format!(
+                        "SELECT * FROM ROWS FROM ({})",
+                        (1..=cols.len())
+                            .map(|n| format!("unnest(${n})"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                let mut sql = format!("INSERT INTO {} ({}) {rows}", t.quoted, cols.join(", "));
                 if t.upsert {
                     let keys: Vec<String> =
                         t.keys.iter().map(|k| d.quote(&t.columns[*k])).collect();
@@ -1478,6 +1562,21 @@ impl JdbcWriter {
                     sql: stmt,
                     binary,
                     data: data.into(),
+                });
+            } else if let Op::Insert { target, arrays, .. } = op {
+                let types = self.array_types.get(target).and_then(Option::as_ref);
+                let params = arrays
+                    .finish()
+                    .into_iter()
+                    .zip(types.into_iter().flatten())
+                    .map(|(bytes, ty)| ArrayParam {
+                        ty: ty.clone(),
+                        bytes,
+                    })
+                    .collect();
+                parts.push(Part::Insert {
+                    sql: stmt,
+                    params: Arc::new(params),
                 });
             } else if let Some(Part::Sql(last)) = parts.last_mut() {
                 last.push_str(";\n");
@@ -1608,10 +1707,15 @@ impl SinkWriter for JdbcWriter {
         let all: Vec<usize> = (0..cols.len()).collect();
         // COPY: binary when every column has an exact binary form for its target column's
         // type, CSV otherwise.
-        let bin = match self.copy_types.get(ti) {
-            Some(Some(types)) if t.copy => BinaryColumns::new(cols, &all, types),
+        let types: Option<Vec<u32>> = self.copy_types.get(ti).cloned().flatten();
+        // INSERTs with array parameters when the target's columns all have array types.
+        let insert_arrays = self.array_types.get(ti).is_some_and(Option::is_some);
+        let bin = match &types {
+            Some(types) if t.copy || insert_arrays => BinaryColumns::new(cols, &all, types),
             _ => None,
         };
+        // The element types of the array parameters, when those are sent.
+        let arrays = types.filter(|_| insert_arrays && bin.is_some());
         let csv = if t.copy && bin.is_none() {
             Some(CsvColumns::new(cols, &all).map_err(|m| FerryError::data(COMPONENT, m))?)
         } else {
@@ -1692,7 +1796,7 @@ impl SinkWriter for JdbcWriter {
                             t.quoted
                         )))
                     }
-                    _ if csv.is_some() || bin.is_some() => {
+                    _ if t.copy && (csv.is_some() || bin.is_some()) => {
                         let reuse = matches!(self.pending.last(), Some(Op::Copy { target, binary: b, .. }) if *target == ti && *b == binary);
                         if !reuse {
                             let data = Vec::new();
@@ -1711,6 +1815,37 @@ impl SinkWriter for JdbcWriter {
                                 (None, None) => Ok(()),
                             };
                             pushed.map_err(|m| FerryError::data(COMPONENT, format!("table {}: {m}", t.quoted)))?;
+                        }
+                    }
+                    _ if arrays.is_some() => {
+                        let (Some(bin), Some(elems)) = (&bin, &arrays) else {
+                            continue;
+                        };
+                        let fits = |m: String| FerryError::data(COMPONENT, format!("table {}: {m}", t.quoted));
+                        let key = if t.upsert {
+                            let mut k = Vec::new();
+                            for &c in &t.keys {
+                                bin.push_field(&mut k, c, i).map_err(fits)?;
+                            }
+                            Some(k)
+                        } else {
+                            None
+                        };
+                        // A key the statement already holds starts the next one: the last
+                        // row of a key wins, as the statements run in order.
+                        let reuse = matches!(self.pending.last(), Some(Op::Insert { target, arrays, keys })
+                            if *target == ti && arrays.bytes() < INSERT_ARRAY_BYTES
+                                && key.as_ref().is_none_or(|k| !keys.contains(k)));
+                        if !reuse {
+                            #[cfg(test)]
+                            if let Ok(mut seen) = ARRAY_INSERTS.lock() {
+                                seen.push(t.quoted.clone());
+                            }
+                            self.pending.push(Op::Insert { target: ti, arrays: ArrayColumns::new(elems), keys: HashSet::new() });
+                        }
+                        if let Some(Op::Insert { arrays, keys, .. }) = self.pending.last_mut() {
+                            arrays.push_row(bin, i).map_err(fits)?;
+                            keys.extend(key);
                         }
                     }
                     _ => {

@@ -708,11 +708,13 @@ fn round_trip_with(
     assert_eq!(rows(&again), rows(&data));
 }
 
-/// `use_copy_statement` sends binary COPY when every column has an exact binary form for
-/// its target type, and the values arrive as they left (extremes, NULLs, 38-digit
-/// numerics); a table with an array column is written as CSV, also equal.
+/// `use_copy_statement` sends binary COPY, and generated INSERTs send one binary array
+/// parameter per column, when every column has an exact binary form for its target type;
+/// the values arrive as they left (extremes, NULLs, 38-digit numerics), also into a table
+/// of more columns than a function takes arguments. A table with an array column is
+/// written as CSV, or as INSERTs with literals, also equal.
 #[test]
-fn pg_binary_copy_writes_every_value_as_it_was_and_falls_back_to_csv_for_arrays() {
+fn pg_binary_copy_and_array_inserts_write_every_value_as_it_was_and_fall_back_for_arrays() {
     pg("DROP SCHEMA IF EXISTS ferry_t_pg_bincopy CASCADE; CREATE SCHEMA ferry_t_pg_bincopy;
         CREATE TABLE ferry_t_pg_bincopy.t (id int4 PRIMARY KEY, b bool, i2 int2, i8 int8, f4 float4, f8 float8,
           n numeric(10,3), nb numeric(38,30), nz numeric(38,0), c char(3), v varchar(10), tx text, j json, jb jsonb,
@@ -730,6 +732,47 @@ fn pg_binary_copy_writes_every_value_as_it_was_and_falls_back_to_csv_for_arrays(
         INSERT INTO ferry_t_pg_bincopy.t (id) VALUES (4);
         CREATE TABLE ferry_t_pg_bincopy.arr (id int4 PRIMARY KEY, ai int4[], tx text);
         INSERT INTO ferry_t_pg_bincopy.arr VALUES (1, '{1,NULL,3}', 'x'), (2, NULL, NULL);");
+    let wide: Vec<String> = (1..=120).map(|c| format!("c{c} int4")).collect();
+    let values: Vec<String> = (1..=120)
+        .map(|c| format!("CASE WHEN g % {c} = 0 THEN NULL ELSE g * {c} END"))
+        .collect();
+    pg(&format!(
+        "CREATE TABLE ferry_t_pg_bincopy.wide (id int4 PRIMARY KEY, {});
+         INSERT INTO ferry_t_pg_bincopy.wide SELECT g, {} FROM generate_series(1, 50) g;",
+        wide.join(", "),
+        values.join(", ")
+    ));
+    for (from, to) in [("t", "ins"), ("arr", "arr_ins"), ("wide", "wide_ins")] {
+        round_trip_with(
+            PG_URL,
+            &format!("test.ferry_t_pg_bincopy.{from}"),
+            Some("test"),
+            &format!("ferry_t_pg_bincopy.{to}"),
+            &format!("test.ferry_t_pg_bincopy.{to}"),
+            json!({}),
+        );
+    }
+    let seen = crate::sink::ARRAY_INSERTS.lock().unwrap().clone();
+    for table in ["\"ins\"", "\"wide_ins\""] {
+        assert!(
+            seen.iter().any(|t| t.contains(table)),
+            "no INSERT with array parameters into {table}: {seen:?}"
+        );
+    }
+    assert!(
+        !seen.iter().any(|t| t.contains("arr_ins")),
+        "an array column went through array parameters: {seen:?}"
+    );
+    for (from, to) in [("t", "ins"), ("wide", "wide_ins")] {
+        assert_eq!(
+            pg(&format!(
+                "SELECT t::text FROM ferry_t_pg_bincopy.{from} t ORDER BY id"
+            )),
+            pg(&format!(
+                "SELECT t::text FROM ferry_t_pg_bincopy.{to} t ORDER BY id"
+            ))
+        );
+    }
     let copy = json!({"use_copy_statement": true});
     round_trip_with(
         PG_URL,
