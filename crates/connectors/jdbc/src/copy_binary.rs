@@ -13,7 +13,7 @@
 //! is then written straight into the output buffer, with no allocation per row.
 //!
 //! The same values, one binary array per column ([`ArrayColumns`]), are the parameters of
-//! the generated INSERTs on PostgreSQL (`INSERT … SELECT * FROM unnest($1, $2, …)`): a
+//! the generated INSERTs on PostgreSQL (`INSERT … SELECT * FROM ROWS FROM (unnest($1), …)`): a
 //! value's bytes in an array element are its bytes in a COPY field.
 
 use arrow::array::*;

@@ -957,7 +957,8 @@ impl Sink for JdbcSink {
                 .iter()
                 .zip(self.targets.iter())
                 .map(|(types, t)| {
-                    let types = types.as_ref().filter(|_| !t.copy && t.query.is_none())?;
+                    // (`copy_types` holds only targets without `query`.)
+                    let types = types.as_ref().filter(|_| !t.copy)?;
                     types
                         .iter()
                         .map(|&o| Type::from_oid(copy_binary::oid::array_of(o)?))
@@ -1714,8 +1715,8 @@ impl SinkWriter for JdbcWriter {
             Some(types) if t.copy || insert_arrays => BinaryColumns::new(cols, &all, types),
             _ => None,
         };
-        // The element types of the array parameters, when those are sent.
-        let arrays = types.filter(|_| insert_arrays && bin.is_some());
+        // The columns and the element types of the array parameters, when those are sent.
+        let array_rows = bin.as_ref().zip(types.as_deref()).filter(|_| insert_arrays);
         let csv = if t.copy && bin.is_none() {
             Some(CsvColumns::new(cols, &all).map_err(|m| FerryError::data(COMPONENT, m))?)
         } else {
@@ -1781,16 +1782,16 @@ impl SinkWriter for JdbcWriter {
                     }),
                 }
             } else {
-                match kind {
-                    RowKind::UpdateBefore => continue,
-                    RowKind::Delete if !t.keys.is_empty() => {
+                match (kind, array_rows) {
+                    (RowKind::UpdateBefore, _) => continue,
+                    (RowKind::Delete, _) if !t.keys.is_empty() => {
                         let key = self.row_tuple(cols, &t.keys, i)?;
                         match self.pending.last_mut() {
                             Some(Op::Delete { target, keys }) if *target == ti => keys.push(key),
                             _ => self.pending.push(Op::Delete { target: ti, keys: vec![key] }),
                         }
                     }
-                    RowKind::Delete => {
+                    (RowKind::Delete, _) => {
                         return Err(FerryError::config(format!(
                             "{COMPONENT}: a DELETE row reached table {} which has no primary_keys: set primary_keys to delete by key",
                             t.quoted
@@ -1817,10 +1818,7 @@ impl SinkWriter for JdbcWriter {
                             pushed.map_err(|m| FerryError::data(COMPONENT, format!("table {}: {m}", t.quoted)))?;
                         }
                     }
-                    _ if arrays.is_some() => {
-                        let (Some(bin), Some(elems)) = (&bin, &arrays) else {
-                            continue;
-                        };
+                    (_, Some((bin, elems))) => {
                         let fits = |m: String| FerryError::data(COMPONENT, format!("table {}: {m}", t.quoted));
                         let key = if t.upsert {
                             let mut k = Vec::new();
