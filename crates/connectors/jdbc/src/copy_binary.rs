@@ -174,6 +174,53 @@ impl<'a> BinaryColumns<'a> {
         Ok(())
     }
 
+    /// Appends the rows `rows`, as [`Self::push_row`] would one after another, but column
+    /// by column: each row's length is summed first, the output grows once, and each
+    /// column's values are then written into their rows' places by a loop of that column's
+    /// type alone (row by row, the type of every value was matched again, 16 times a row
+    /// for the benchmark table: a fifth of a PostgreSQL-to-PostgreSQL copy's CPU). On an
+    /// error (a value the target cannot hold) nothing of the rows is left in `out`.
+    pub fn push_rows(&self, out: &mut Vec<u8>, rows: std::ops::Range<usize>) -> Result<(), String> {
+        let base = out.len();
+        let pushed = self.push_rows_at(out, rows);
+        if pushed.is_err() {
+            out.truncate(base);
+        }
+        pushed
+    }
+
+    fn push_rows_at(&self, out: &mut Vec<u8>, rows: std::ops::Range<usize>) -> Result<(), String> {
+        // Each row's length: its field count, a length per field, then the values' bytes;
+        // numerics, whose length depends on the value, are encoded here into `numerics`.
+        let mut pos = vec![2 + 4 * self.encs.len(); rows.len()];
+        let mut numerics: Vec<Vec<u8>> = Vec::new();
+        for e in &self.encs {
+            value_lengths(e, rows.clone(), &mut pos, &mut numerics)?;
+        }
+        // Then where each row starts.
+        let mut at = out.len();
+        for p in pos.iter_mut() {
+            let len = *p;
+            *p = at;
+            at += len;
+        }
+        out.resize(at, 0);
+        let count = (self.encs.len() as i16).to_be_bytes();
+        for p in pos.iter_mut() {
+            out[*p..*p + 2].copy_from_slice(&count);
+            *p += 2;
+        }
+        let mut numerics = numerics.iter();
+        for e in &self.encs {
+            let encoded = match e {
+                Enc::Numeric(..) => numerics.next().map(Vec::as_slice),
+                _ => None,
+            };
+            write_values(e, rows.clone(), out, &mut pos, encoded)?;
+        }
+        Ok(())
+    }
+
     /// Appends the value of row `i` in column `col` (of those given to [`Self::new`]) as
     /// one field: its length, then its bytes.
     pub fn push_field(&self, out: &mut Vec<u8>, col: usize, i: usize) -> Result<(), String> {
@@ -258,6 +305,187 @@ impl ArrayColumns {
         }
         self.arrays
     }
+}
+
+/// Adds to `len[k]` the bytes of row `rows.start + k`'s value in `e` (without its 4-byte
+/// length). Numerics are encoded into a new buffer pushed onto `numerics` (length prefixes
+/// included), as [`write_values`] will copy them.
+fn value_lengths(
+    e: &Enc,
+    rows: std::ops::Range<usize>,
+    len: &mut [usize],
+    numerics: &mut Vec<Vec<u8>>,
+) -> Result<(), String> {
+    // Fixed-width values: `w` bytes unless NULL.
+    fn fixed(a: &dyn Array, rows: std::ops::Range<usize>, len: &mut [usize], w: usize) {
+        match a.logical_nulls() {
+            None => len.iter_mut().for_each(|l| *l += w),
+            Some(n) => {
+                for (l, i) in len.iter_mut().zip(rows) {
+                    if n.is_valid(i) {
+                        *l += w;
+                    }
+                }
+            }
+        }
+    }
+    fn var<O: OffsetSizeTrait>(
+        offsets: &[O],
+        nulls: Option<&arrow::buffer::NullBuffer>,
+        rows: std::ops::Range<usize>,
+        len: &mut [usize],
+        extra: usize,
+    ) -> Result<(), String> {
+        for (l, i) in len.iter_mut().zip(rows) {
+            if nulls.is_some_and(|n| n.is_null(i)) {
+                continue;
+            }
+            let n = (offsets[i + 1] - offsets[i]).as_usize() + extra;
+            if n > i32::MAX as usize {
+                return Err("a value over 2 GiB".into());
+            }
+            *l += n;
+        }
+        Ok(())
+    }
+    let w = |w: u8| usize::from(w);
+    match e {
+        Enc::Null => {}
+        Enc::Bool(a) => fixed(*a, rows, len, 1),
+        Enc::I8(a, wd) => fixed(*a, rows, len, w(*wd)),
+        Enc::I16(a, wd) => fixed(*a, rows, len, w(*wd)),
+        Enc::I32(a, wd) => fixed(*a, rows, len, w(*wd)),
+        Enc::I64(a) => fixed(*a, rows, len, 8),
+        Enc::F32(a, wide) => fixed(*a, rows, len, if *wide { 8 } else { 4 }),
+        Enc::F64(a) => fixed(*a, rows, len, 8),
+        Enc::Str(a, jsonb) => var(a.value_offsets(), a.nulls(), rows, len, usize::from(*jsonb))?,
+        Enc::LargeStr(a, jsonb) => {
+            var(a.value_offsets(), a.nulls(), rows, len, usize::from(*jsonb))?
+        }
+        Enc::Uuid(a) => fixed(*a, rows, len, 16),
+        Enc::Bin(a) => var(a.value_offsets(), a.nulls(), rows, len, 0)?,
+        Enc::LargeBin(a) => var(a.value_offsets(), a.nulls(), rows, len, 0)?,
+        Enc::Date(a) => fixed(*a, rows, len, 4),
+        Enc::Time(a) => fixed(*a, rows, len, 8),
+        Enc::Timestamp(a) => fixed(*a, rows, len, 8),
+        Enc::Numeric(..) => {
+            let mut buf = Vec::new();
+            for (l, i) in len.iter_mut().zip(rows) {
+                let before = buf.len();
+                push_value(&mut buf, e, i)?;
+                // The field's bytes without the length `push_value` wrote first.
+                *l += buf.len() - before - 4;
+            }
+            numerics.push(buf);
+        }
+    }
+    Ok(())
+}
+
+/// Writes each row's value in `e` at `pos[k]` (its 4-byte length, then its bytes) and
+/// moves `pos[k]` past it. `encoded`: a numeric column's fields from [`value_lengths`].
+fn write_values(
+    e: &Enc,
+    rows: std::ops::Range<usize>,
+    out: &mut [u8],
+    pos: &mut [usize],
+    encoded: Option<&[u8]>,
+) -> Result<(), String> {
+    const NULL: [u8; 4] = (-1i32).to_be_bytes();
+    /// Each row's value as `$f(value) -> [u8; N]`, or NULL.
+    macro_rules! fixed {
+        ($a:expr, |$v:ident| $f:expr) => {{
+            let a = $a;
+            for (p, i) in pos.iter_mut().zip(rows) {
+                if a.is_null(i) {
+                    out[*p..*p + 4].copy_from_slice(&NULL);
+                    *p += 4;
+                    continue;
+                }
+                let $v = a.value(i);
+                let bytes = $f;
+                out[*p..*p + 4].copy_from_slice(&(bytes.len() as i32).to_be_bytes());
+                out[*p + 4..*p + 4 + bytes.len()].copy_from_slice(&bytes);
+                *p += 4 + bytes.len();
+            }
+        }};
+    }
+    /// Each row's bytes (`$b(value) -> &[u8]`), prefixed with `$prefix`, or NULL.
+    macro_rules! var {
+        ($a:expr, $prefix:expr, |$v:ident| $b:expr) => {{
+            let a = $a;
+            let prefix: &[u8] = $prefix;
+            for (p, i) in pos.iter_mut().zip(rows) {
+                if a.is_null(i) {
+                    out[*p..*p + 4].copy_from_slice(&NULL);
+                    *p += 4;
+                    continue;
+                }
+                let $v = a.value(i);
+                let bytes: &[u8] = $b;
+                let n = prefix.len() + bytes.len();
+                out[*p..*p + 4].copy_from_slice(&(n as i32).to_be_bytes());
+                out[*p + 4..*p + 4 + prefix.len()].copy_from_slice(prefix);
+                out[*p + 4 + prefix.len()..*p + 4 + n].copy_from_slice(bytes);
+                *p += 4 + n;
+            }
+        }};
+    }
+    let version: &[u8] = &[1];
+    let jsonb = |j: bool| if j { version } else { &[] };
+    match e {
+        Enc::Null => {
+            for p in pos.iter_mut() {
+                out[*p..*p + 4].copy_from_slice(&NULL);
+                *p += 4;
+            }
+        }
+        Enc::Bool(a) => fixed!(*a, |v| [v as u8]),
+        Enc::I8(a, 2) => fixed!(*a, |v| (v as i16).to_be_bytes()),
+        Enc::I8(a, 4) => fixed!(*a, |v| (v as i32).to_be_bytes()),
+        Enc::I8(a, _) => fixed!(*a, |v| (v as i64).to_be_bytes()),
+        Enc::I16(a, 2) => fixed!(*a, |v| v.to_be_bytes()),
+        Enc::I16(a, 4) => fixed!(*a, |v| (v as i32).to_be_bytes()),
+        Enc::I16(a, _) => fixed!(*a, |v| (v as i64).to_be_bytes()),
+        // `enc` pairs an Int32 only with 4 or 8 bytes.
+        Enc::I32(a, 4) => fixed!(*a, |v| v.to_be_bytes()),
+        Enc::I32(a, _) => fixed!(*a, |v| (v as i64).to_be_bytes()),
+        Enc::I64(a) => fixed!(*a, |v| v.to_be_bytes()),
+        Enc::F32(a, true) => fixed!(*a, |v| (v as f64).to_be_bytes()),
+        Enc::F32(a, false) => fixed!(*a, |v| v.to_be_bytes()),
+        Enc::F64(a) => fixed!(*a, |v| v.to_be_bytes()),
+        Enc::Str(a, j) => var!(*a, jsonb(*j), |v| v.as_bytes()),
+        Enc::LargeStr(a, j) => var!(*a, jsonb(*j), |v| v.as_bytes()),
+        Enc::Uuid(a) => fixed!(*a, |v| parse_uuid(v)
+            .ok_or_else(|| format!("'{v}' is not a uuid"))?),
+        Enc::Bin(a) => var!(*a, &[], |v| v),
+        Enc::LargeBin(a) => var!(*a, &[], |v| v),
+        Enc::Date(a) => fixed!(*a, |v| v
+            .checked_sub(PG_EPOCH_DAYS)
+            .ok_or("a date out of range")?
+            .to_be_bytes()),
+        Enc::Time(a) => fixed!(*a, |v| v.to_be_bytes()),
+        Enc::Timestamp(a) => fixed!(*a, |v| v
+            .checked_sub(PG_EPOCH_MICROS)
+            .ok_or("a timestamp out of range")?
+            .to_be_bytes()),
+        Enc::Numeric(..) => {
+            // Fields as `value_lengths` encoded them, one after another.
+            let mut from = encoded.ok_or("numeric column not encoded")?;
+            for p in pos.iter_mut() {
+                let head: [u8; 4] = from
+                    .get(..4)
+                    .and_then(|h| h.try_into().ok())
+                    .ok_or("numeric column short")?;
+                let n = 4 + usize::try_from(i32::from_be_bytes(head).max(0)).unwrap_or(0);
+                let field = from.get(..n).ok_or("numeric column short")?;
+                out[*p..*p + n].copy_from_slice(field);
+                *p += n;
+                from = &from[n..];
+            }
+        }
+    }
+    Ok(())
 }
 
 fn null(out: &mut Vec<u8>) {
@@ -521,6 +749,151 @@ mod tests {
 
     fn be32(b: &[u8], at: usize) -> i32 {
         i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    }
+
+    #[test]
+    fn rows_written_column_by_column_are_the_rows_written_one_by_one() {
+        // Every encoder, NULLs in each column but the first and the all-NULL one, several
+        // numeric magnitudes; an offset batch (sliced) so that offsets and nulls start
+        // mid-buffer.
+        let n = 40usize;
+        let some = |i: usize| i % 3 != 1;
+        let text: Vec<Option<String>> = (0..n)
+            .map(|i| some(i).then(|| "é".repeat(i % 5) + &i.to_string()))
+            .collect();
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(0..n as i64)),
+            Arc::new(NullArray::new(n)),
+            Arc::new(BooleanArray::from_iter(
+                (0..n).map(|i| some(i).then_some(i % 2 == 0)),
+            )),
+            Arc::new(Int8Array::from_iter(
+                (0..n).map(|i| some(i).then_some(i as i8 - 20)),
+            )),
+            Arc::new(Int8Array::from_iter(
+                (0..n).map(|i| some(i).then_some(i as i8)),
+            )),
+            Arc::new(Int16Array::from_iter(
+                (0..n).map(|i| some(i).then_some(-(i as i16))),
+            )),
+            Arc::new(Int16Array::from_iter(
+                (0..n).map(|i| some(i).then_some(i as i16)),
+            )),
+            Arc::new(Int32Array::from_iter(
+                (0..n).map(|i| some(i).then_some(i as i32 * 1000)),
+            )),
+            Arc::new(Int32Array::from_iter(
+                (0..n).map(|i| some(i).then_some(-(i as i32))),
+            )),
+            Arc::new(Float32Array::from_iter(
+                (0..n).map(|i| some(i).then_some(i as f32 / 3.0)),
+            )),
+            Arc::new(Float32Array::from_iter(
+                (0..n).map(|i| some(i).then_some(i as f32 / 7.0)),
+            )),
+            Arc::new(Float64Array::from_iter(
+                (0..n).map(|i| some(i).then_some(i as f64 / 9.0)),
+            )),
+            Arc::new(StringArray::from(text.clone())),
+            Arc::new(StringArray::from(
+                (0..n)
+                    .map(|i| some(i).then(|| format!("{{\"k\": {i}}}")))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(LargeStringArray::from(text.clone())),
+            Arc::new(StringArray::from(
+                (0..n)
+                    .map(|i| some(i).then(|| format!("00000000-0000-0000-0000-{i:012x}")))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(BinaryArray::from_iter(
+                (0..n).map(|i| some(i).then(|| vec![i as u8; i % 4])),
+            )),
+            Arc::new(LargeBinaryArray::from_iter(
+                (0..n).map(|i| some(i).then(|| vec![i as u8; i % 3])),
+            )),
+            Arc::new(Date32Array::from_iter(
+                (0..n).map(|i| some(i).then_some(i as i32 * 400)),
+            )),
+            Arc::new(Time64MicrosecondArray::from_iter(
+                (0..n).map(|i| some(i).then_some(i as i64 * 1_000_003)),
+            )),
+            Arc::new(TimestampMicrosecondArray::from_iter(
+                (0..n).map(|i| some(i).then_some(i as i64 * 86_400_000_001 - 10)),
+            )),
+            Arc::new(
+                Decimal128Array::from_iter((0..n).map(|i| {
+                    some(i).then(|| (i as i128 - 20) * 10i128.pow(i as u32 % 37) + i as i128)
+                }))
+                .with_precision_and_scale(38, 4)
+                .unwrap(),
+            ),
+            Arc::new(
+                Decimal128Array::from_iter((0..n).map(|i| some(i).then_some(i as i128 * 125)))
+                    .with_precision_and_scale(12, 0)
+                    .unwrap(),
+            ),
+        ];
+        use oid::*;
+        let oids = [
+            INT8,
+            INT4,
+            BOOL,
+            INT2,
+            INT8,
+            INT4,
+            INT8,
+            INT4,
+            INT8,
+            FLOAT4,
+            FLOAT8,
+            FLOAT8,
+            TEXT,
+            JSONB,
+            VARCHAR,
+            UUID,
+            BYTEA,
+            BYTEA,
+            DATE,
+            TIME,
+            TIMESTAMPTZ,
+            NUMERIC,
+            NUMERIC,
+        ];
+        assert_eq!(cols.len(), oids.len());
+        let idx: Vec<usize> = (0..cols.len()).collect();
+        for (offset, len) in [(0, n), (7, 20), (39, 1), (5, 0)] {
+            let sliced: Vec<ArrayRef> = cols.iter().map(|c| c.slice(offset, len)).collect();
+            let b = BinaryColumns::new(&sliced, &idx, &oids).unwrap();
+            for rows in [0..len, len / 3..len] {
+                let mut one_by_one = b"before".to_vec();
+                for i in rows.clone() {
+                    b.push_row(&mut one_by_one, i).unwrap();
+                }
+                let mut by_column = b"before".to_vec();
+                b.push_rows(&mut by_column, rows.clone()).unwrap();
+                assert_eq!(by_column, one_by_one, "rows {rows:?} of {offset}+{len}");
+            }
+        }
+
+        // A value refused (a date out of range, a bad uuid) leaves nothing of the rows.
+        let days = Date32Array::from(vec![Some(1), None, Some(i32::MIN)]);
+        let uuids = StringArray::from(vec!["0000000000000000000000000000000f", "x", "y"]);
+        let cols: Vec<ArrayRef> = vec![Arc::new(days), Arc::new(uuids)];
+        let b = BinaryColumns::new(&cols, &[0, 1], &[DATE, UUID]).unwrap();
+        let mut out = b"kept".to_vec();
+        assert_eq!(
+            b.push_rows(&mut out, 0..3).unwrap_err(),
+            "a date out of range"
+        );
+        assert_eq!(out, b"kept");
+        assert!(b
+            .push_rows(&mut out, 0..2)
+            .unwrap_err()
+            .contains("'x' is not a uuid"));
+        assert_eq!(out, b"kept");
+        b.push_rows(&mut out, 0..1).unwrap();
+        assert_eq!(out.len(), 4 + 2 + (4 + 4) + (4 + 16));
     }
 
     #[test]

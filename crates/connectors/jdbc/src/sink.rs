@@ -1691,6 +1691,33 @@ impl JdbcWriter {
     }
 }
 
+impl JdbcWriter {
+    /// The COPY data pending for target `ti` (named `quoted`), in CSV or binary: the last
+    /// pending operation's when it is that, a new one's otherwise.
+    fn copy_data(&mut self, ti: usize, quoted: &str, binary: bool) -> Result<&mut Vec<u8>> {
+        let reuse = matches!(self.pending.last(), Some(Op::Copy { target, binary: b, .. }) if *target == ti && *b == binary);
+        if !reuse {
+            #[cfg(test)]
+            if binary {
+                if let Ok(mut seen) = BINARY_COPIES.lock() {
+                    seen.push(quoted.to_string());
+                }
+            }
+            self.pending.push(Op::Copy {
+                target: ti,
+                data: Vec::new(),
+                binary,
+            });
+        }
+        match self.pending.last_mut() {
+            Some(Op::Copy { data, .. }) => Ok(data),
+            _ => Err(FerryError::internal(format!(
+                "{COMPONENT}: no pending COPY into {quoted}"
+            ))),
+        }
+    }
+}
+
 impl SinkWriter for JdbcWriter {
     fn keeps_unchanged(&self) -> bool {
         true
@@ -1731,6 +1758,28 @@ impl SinkWriter for JdbcWriter {
                 "sink `{COMPONENT}` into {}, which has no primary_keys,",
                 t.quoted
             ))?;
+        }
+        if let Some(b) = bin.as_ref().filter(|_| {
+            t.copy && t.query.is_none() && batch.kinds.is_none() && batch.unchanged.is_none()
+        }) {
+            // Only inserts, into a binary COPY: as the loop below would, but column by
+            // column over each run of rows up to the next flush.
+            let mut i = 0;
+            while i < batch.num_rows() {
+                let run = self
+                    .batch_size
+                    .saturating_sub(self.pending_rows)
+                    .clamp(1, batch.num_rows() - i);
+                let data = self.copy_data(ti, &t.quoted, true)?;
+                b.push_rows(data, i..i + run)
+                    .map_err(|m| FerryError::data(COMPONENT, format!("table {}: {m}", t.quoted)))?;
+                i += run;
+                self.pending_rows += run;
+                if self.pending_rows >= self.batch_size {
+                    self.flush()?;
+                }
+            }
+            return Ok(());
         }
         for i in 0..batch.num_rows() {
             let kind = batch.kind(i);
@@ -1798,25 +1847,13 @@ impl SinkWriter for JdbcWriter {
                         )))
                     }
                     _ if t.copy && (csv.is_some() || bin.is_some()) => {
-                        let reuse = matches!(self.pending.last(), Some(Op::Copy { target, binary: b, .. }) if *target == ti && *b == binary);
-                        if !reuse {
-                            let data = Vec::new();
-                            #[cfg(test)]
-                            if binary {
-                                if let Ok(mut seen) = BINARY_COPIES.lock() {
-                                    seen.push(t.quoted.clone());
-                                }
-                            }
-                            self.pending.push(Op::Copy { target: ti, data, binary });
-                        }
-                        if let Some(Op::Copy { data, .. }) = self.pending.last_mut() {
-                            let pushed = match (&bin, &csv) {
-                                (Some(b), _) => b.push_row(data, i),
-                                (None, Some(c)) => c.push_row(data, i),
-                                (None, None) => Ok(()),
-                            };
-                            pushed.map_err(|m| FerryError::data(COMPONENT, format!("table {}: {m}", t.quoted)))?;
-                        }
+                        let data = self.copy_data(ti, &t.quoted, binary)?;
+                        let pushed = match (&bin, &csv) {
+                            (Some(b), _) => b.push_row(data, i),
+                            (None, Some(c)) => c.push_row(data, i),
+                            (None, None) => Ok(()),
+                        };
+                        pushed.map_err(|m| FerryError::data(COMPONENT, format!("table {}: {m}", t.quoted)))?;
                     }
                     (_, Some((bin, elems))) => {
                         let fits = |m: String| FerryError::data(COMPONENT, format!("table {}: {m}", t.quoted));
