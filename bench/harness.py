@@ -638,7 +638,10 @@ def jdbc_workload(args, ferry, env, work, fast, slow, want, results):
     print(f"bench: expected checksum in {time.perf_counter() - t:.1f} s: {expected}", flush=True)
     my = ensure_mariadb_table(src, jrows)
     target = "ferry_bench.jdbc_target"
-    psql(f"DROP TABLE IF EXISTS {target}; CREATE TABLE {target} (LIKE {src})")
+    # No autovacuum on the target: the vacuum of one run's rows would land in the next
+    # run's window, whichever tool it times.
+    psql(f"DROP TABLE IF EXISTS {target}; "
+         f"CREATE TABLE {target} (LIKE {src}) WITH (autovacuum_enabled = false)")
     py = str(VENV_PY)
     peer = str(PEERS)
     pgurl = "jdbc:postgresql://127.0.0.1:5432/test"
@@ -1334,7 +1337,7 @@ def markdown(rep) -> str:
         if res.get("jdbc_peak"):
             out += ["Peak memory on a bigger table (Ferry alone, once):\n", table(res["jdbc_peak"])]
         out += ["### (b) PostgreSQL → PostgreSQL\n",
-                f"Into `{j.get('target')}` (`CREATE TABLE … (LIKE source)`: no key), truncated before every run; "
+                f"Into `{j.get('target')}` (`CREATE TABLE … (LIKE source)`: no key, no autovacuum), truncated before every run; "
                 "Ferry `bench/jobs/jdbc_to_jdbc.conf` (Jdbc → Jdbc `generate_sink_sql`, default `batch_size` 1000), with "
                 "INSERTs and with `use_copy_statement = true`; the peer is a `psql` binary COPY pipe "
                 "(`psql -c \"\\copy (SELECT * FROM src) TO STDOUT (FORMAT binary)\" | psql -c \"\\copy target FROM STDIN "
