@@ -456,19 +456,12 @@ fn write_values(
         Enc::F64(a) => fixed!(*a, |v| v.to_be_bytes()),
         Enc::Str(a, j) => var!(*a, jsonb(*j), |v| v.as_bytes()),
         Enc::LargeStr(a, j) => var!(*a, jsonb(*j), |v| v.as_bytes()),
-        Enc::Uuid(a) => fixed!(*a, |v| parse_uuid(v)
-            .ok_or_else(|| format!("'{v}' is not a uuid"))?),
+        Enc::Uuid(a) => fixed!(*a, |v| uuid_field(v)?),
         Enc::Bin(a) => var!(*a, &[], |v| v),
         Enc::LargeBin(a) => var!(*a, &[], |v| v),
-        Enc::Date(a) => fixed!(*a, |v| v
-            .checked_sub(PG_EPOCH_DAYS)
-            .ok_or("a date out of range")?
-            .to_be_bytes()),
+        Enc::Date(a) => fixed!(*a, |v| date_field(v)?),
         Enc::Time(a) => fixed!(*a, |v| v.to_be_bytes()),
-        Enc::Timestamp(a) => fixed!(*a, |v| v
-            .checked_sub(PG_EPOCH_MICROS)
-            .ok_or("a timestamp out of range")?
-            .to_be_bytes()),
+        Enc::Timestamp(a) => fixed!(*a, |v| timestamp_field(v)?),
         Enc::Numeric(..) => {
             // Fields as `value_lengths` encoded them, one after another.
             let mut from = encoded.ok_or("numeric column not encoded")?;
@@ -486,6 +479,27 @@ fn write_values(
         }
     }
     Ok(())
+}
+
+/// A date (days from 1970) as `date`'s binary form (days from 2000).
+fn date_field(days: i32) -> Result<[u8; 4], String> {
+    let d = days
+        .checked_sub(PG_EPOCH_DAYS)
+        .ok_or("a date out of range")?;
+    Ok(d.to_be_bytes())
+}
+
+/// A timestamp (microseconds from 1970) as `timestamp`'s binary form (from 2000).
+fn timestamp_field(micros: i64) -> Result<[u8; 8], String> {
+    let t = micros
+        .checked_sub(PG_EPOCH_MICROS)
+        .ok_or("a timestamp out of range")?;
+    Ok(t.to_be_bytes())
+}
+
+/// A uuid's text as its 16 bytes.
+fn uuid_field(s: &str) -> Result<[u8; 16], String> {
+    parse_uuid(s).ok_or_else(|| format!("'{s}' is not a uuid"))
 }
 
 fn null(out: &mut Vec<u8>) {
@@ -566,9 +580,7 @@ fn push_value(out: &mut Vec<u8>, e: &Enc, i: usize) -> Result<(), String> {
         }
         Enc::Uuid(a) => {
             nullable!(a);
-            let s = a.value(i);
-            let u = parse_uuid(s).ok_or_else(|| format!("'{s}' is not a uuid"))?;
-            field_fixed(out, &u);
+            field_fixed(out, &uuid_field(a.value(i))?);
         }
         Enc::Bin(a) => {
             nullable!(a);
@@ -580,11 +592,7 @@ fn push_value(out: &mut Vec<u8>, e: &Enc, i: usize) -> Result<(), String> {
         }
         Enc::Date(a) => {
             nullable!(a);
-            let d = a
-                .value(i)
-                .checked_sub(PG_EPOCH_DAYS)
-                .ok_or("a date out of range")?;
-            field_fixed(out, &d.to_be_bytes());
+            field_fixed(out, &date_field(a.value(i))?);
         }
         Enc::Time(a) => {
             nullable!(a);
@@ -592,11 +600,7 @@ fn push_value(out: &mut Vec<u8>, e: &Enc, i: usize) -> Result<(), String> {
         }
         Enc::Timestamp(a) => {
             nullable!(a);
-            let t = a
-                .value(i)
-                .checked_sub(PG_EPOCH_MICROS)
-                .ok_or("a timestamp out of range")?;
-            field_fixed(out, &t.to_be_bytes());
+            field_fixed(out, &timestamp_field(a.value(i))?);
         }
         Enc::Numeric(a, scale) => {
             nullable!(a);
