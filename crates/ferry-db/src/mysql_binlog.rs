@@ -504,7 +504,7 @@ impl Builders {
                     if bad {
                         return Err(self.bad(i, format!("text is not valid {}", enc.name())));
                     }
-                    b.append_value(text)
+                    b.append_value(text.as_bytes())
                 }
                 (Value::Bytes(bytes), _) => match std::str::from_utf8(bytes) {
                     Ok(s) => b.append_value(s),
