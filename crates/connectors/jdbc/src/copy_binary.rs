@@ -150,6 +150,9 @@ fn enc(a: &dyn Array, oid: u32) -> Option<Enc<'_>> {
     })
 }
 
+/// Rows written at a time by [`BinaryColumns::push_rows`].
+const PUSH_TILE_ROWS: usize = 256;
+
 impl<'a> BinaryColumns<'a> {
     /// The columns `idx` of `cols` written into target columns of types `oids` (in the
     /// same order), or `None` when one of them has no exact binary form here.
@@ -182,7 +185,15 @@ impl<'a> BinaryColumns<'a> {
     /// error (a value the target cannot hold) nothing of the rows is left in `out`.
     pub fn push_rows(&self, out: &mut Vec<u8>, rows: std::ops::Range<usize>) -> Result<(), String> {
         let base = out.len();
-        let pushed = self.push_rows_at(out, rows);
+        // A tile of rows at a time, so that the rows being written (and their places in
+        // `pos`) stay in cache through every column's pass.
+        let mut pushed = Ok(());
+        let mut start = rows.start;
+        while start < rows.end && pushed.is_ok() {
+            let end = rows.end.min(start + PUSH_TILE_ROWS);
+            pushed = self.push_rows_at(out, start..end);
+            start = end;
+        }
         if pushed.is_err() {
             out.truncate(base);
         }
@@ -681,67 +692,46 @@ fn parse_uuid(s: &str) -> Option<[u8; 16]> {
 /// display scale, then the base-10000 digits, most significant first, without leading or
 /// trailing zero digits.
 fn numeric(out: &mut Vec<u8>, v: i128, scale: u8) {
-    let s = scale as i32;
     let neg = v < 0;
     let mut a = v.unsigned_abs();
-    // Decimal digits, least significant first (an i128 has at most 39).
-    let mut dec = [0u8; 40];
-    let mut n = 0usize;
+    // Base-10000 digits line up with the decimal point: the lowest holds the last
+    // `4 - pad` decimals of `a`, followed by `pad` zeros. Then four decimals a digit,
+    // least significant first (an i128 makes at most 10); a division by 10000 where a
+    // decimal digit at a time took four.
+    let pad = (4 - u32::from(scale) % 4) % 4;
+    let first = 10u64.pow(4 - pad);
+    let mut groups = [0u16; 12];
+    groups[0] = ((a % u128::from(first)) as u64 * 10u64.pow(pad)) as u16;
+    a /= u128::from(first);
+    let mut n = 1usize;
     // Most values fit 64 bits, whose division is a few times faster than 128-bit division.
-    while a > u64::MAX as u128 {
-        dec[n] = (a % 10) as u8;
-        a /= 10;
+    while a > u128::from(u64::MAX) {
+        groups[n] = (a % 10_000) as u16;
+        a /= 10_000;
         n += 1;
     }
     let mut a = a as u64;
     while a > 0 {
-        dec[n] = (a % 10) as u8;
-        a /= 10;
+        groups[n] = (a % 10_000) as u16;
+        a /= 10_000;
         n += 1;
     }
-    // The digit of decimal exponent e (value = Σ digit·10^e).
-    let digit = |e: i32| -> i16 {
-        let p = e + s;
-        if p >= 0 && (p as usize) < n {
-            dec[p as usize] as i16
-        } else {
-            0
-        }
+    // The top digit is not zero (unless the value is); trailing zero digits go.
+    let low = groups[..n].iter().take_while(|&&g| g == 0).count();
+    let count = n - low;
+    let weight = if count == 0 {
+        0
+    } else {
+        n as i32 - 1 - (i32::from(scale) + pad as i32) / 4
     };
-    let mut groups = [0i16; 12];
-    let mut count = 0usize;
-    let mut weight = 0i32;
-    if n > 0 {
-        let hi = (n as i32 - 1 - s).div_euclid(4);
-        let lo = (-s).div_euclid(4);
-        let mut g = hi;
-        while g >= lo {
-            let base = 4 * g;
-            let value =
-                digit(base) + 10 * digit(base + 1) + 100 * digit(base + 2) + 1000 * digit(base + 3);
-            if count == 0 && value == 0 {
-                // A leading zero digit (the highest group may be empty).
-                g -= 1;
-                continue;
-            }
-            if count == 0 {
-                weight = g;
-            }
-            groups[count] = value;
-            count += 1;
-            g -= 1;
-        }
-        while count > 0 && groups[count - 1] == 0 {
-            count -= 1;
-        }
-    }
     let len = 8 + 2 * count;
+    out.reserve(4 + len);
     out.extend_from_slice(&(len as i32).to_be_bytes());
     out.extend_from_slice(&(count as i16).to_be_bytes());
     out.extend_from_slice(&(weight as i16).to_be_bytes());
     out.extend_from_slice(&(if neg && count > 0 { 0x4000u16 } else { 0 }).to_be_bytes());
-    out.extend_from_slice(&(scale as i16).to_be_bytes());
-    for g in &groups[..count] {
+    out.extend_from_slice(&i16::from(scale).to_be_bytes());
+    for g in groups[low..n].iter().rev() {
         out.extend_from_slice(&g.to_be_bytes());
     }
 }
@@ -759,8 +749,8 @@ mod tests {
     fn rows_written_column_by_column_are_the_rows_written_one_by_one() {
         // Every encoder, NULLs in each column but the first and the all-NULL one, several
         // numeric magnitudes; an offset batch (sliced) so that offsets and nulls start
-        // mid-buffer.
-        let n = 40usize;
+        // mid-buffer; more rows than a tile of `push_rows`.
+        let n = 2 * PUSH_TILE_ROWS + 45;
         let some = |i: usize| i % 3 != 1;
         let text: Vec<Option<String>> = (0..n)
             .map(|i| some(i).then(|| "é".repeat(i % 5) + &i.to_string()))
@@ -772,7 +762,7 @@ mod tests {
                 (0..n).map(|i| some(i).then_some(i % 2 == 0)),
             )),
             Arc::new(Int8Array::from_iter(
-                (0..n).map(|i| some(i).then_some(i as i8 - 20)),
+                (0..n).map(|i| some(i).then_some((i as i8).wrapping_sub(20))),
             )),
             Arc::new(Int8Array::from_iter(
                 (0..n).map(|i| some(i).then_some(i as i8)),
@@ -827,7 +817,7 @@ mod tests {
             )),
             Arc::new(
                 Decimal128Array::from_iter((0..n).map(|i| {
-                    some(i).then(|| (i as i128 - 20) * 10i128.pow(i as u32 % 37) + i as i128)
+                    some(i).then(|| (i as i128 % 40 - 20) * 10i128.pow(i as u32 % 37) + i as i128)
                 }))
                 .with_precision_and_scale(38, 4)
                 .unwrap(),
@@ -866,7 +856,7 @@ mod tests {
         ];
         assert_eq!(cols.len(), oids.len());
         let idx: Vec<usize> = (0..cols.len()).collect();
-        for (offset, len) in [(0, n), (7, 20), (39, 1), (5, 0)] {
+        for (offset, len) in [(0, n), (7, 20), (39, 1), (5, 0), (100, n - 100)] {
             let sliced: Vec<ArrayRef> = cols.iter().map(|c| c.slice(offset, len)).collect();
             let b = BinaryColumns::new(&sliced, &idx, &oids).unwrap();
             for rows in [0..len, len / 3..len] {
@@ -898,6 +888,19 @@ mod tests {
         assert_eq!(out, b"kept");
         b.push_rows(&mut out, 0..1).unwrap();
         assert_eq!(out.len(), 4 + 2 + (4 + 4) + (4 + 16));
+        // Refused in a later tile: the tiles before it are taken back too.
+        let days = Date32Array::from_iter_values((0..3 * PUSH_TILE_ROWS as i32).map(|d| {
+            if d == 2 * PUSH_TILE_ROWS as i32 + 3 {
+                i32::MIN
+            } else {
+                d
+            }
+        }));
+        let cols: Vec<ArrayRef> = vec![Arc::new(days)];
+        let b = BinaryColumns::new(&cols, &[0], &[DATE]).unwrap();
+        let mut out = b"kept".to_vec();
+        assert!(b.push_rows(&mut out, 0..3 * PUSH_TILE_ROWS).is_err());
+        assert_eq!(out, b"kept");
     }
 
     #[test]
@@ -954,6 +957,18 @@ mod tests {
         let be = |i: usize| i16::from_be_bytes([b[i], b[i + 1]]);
         let (count, weight, sign, dscale) = (be(0), be(2), be(4) as u16, be(6));
         assert_eq!(dscale as u8, scale);
+        // PostgreSQL's own form: no leading or trailing zero digit, zero with weight 0
+        // and no sign.
+        if count == 0 {
+            assert_eq!((weight, sign), (0, 0), "zero of {v} at scale {scale}");
+        } else {
+            assert_ne!(be(8), 0, "leading zero digit: {v} at scale {scale}");
+            assert_ne!(
+                be(8 + 2 * (count as usize - 1)),
+                0,
+                "trailing zero digit: {v}"
+            );
+        }
         // Rebuild the value from the digits, in decimal text, to compare.
         let mut int = String::new();
         let mut frac = String::new();
@@ -1011,6 +1026,10 @@ mod tests {
             10i128.pow(38) - 1,
             4200,
             1_0000_0000_0001,
+            120_000,
+            -7,
+            5 * 10i128.pow(21),
+            -(123 * 10i128.pow(30) + 45),
         ];
         for scale in 0..=38u8 {
             for &v in &values {
