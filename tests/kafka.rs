@@ -1559,9 +1559,18 @@ sink {{ Kafka {{
     // The workload runs throughout the kills in the stream, one transaction after another.
     let workload = common::Workload::start(0x0cdc_e04a, Duration::from_millis(30), cdc_eo_round);
     kill(3, first, rng.between(600, 2000));
+    // Each run in the stream is killed once it has written records of its own (a fixed
+    // delay from its start could land before a slow start's first transaction under the
+    // suite's load, and then no kill hit a run while it wrote).
+    let written = || {
+        let v = kafka_log_view(&topic);
+        v.committed.len() + v.aborted.len() + v.open.len()
+    };
     for i in 4..13 {
+        let before = written();
         let child = common::start_job(&capture, "cdc-eo", &ckpt, &[]);
-        kill(i, child, rng.between(600, 2000));
+        eventually(Duration::from_secs(30), || written() > before);
+        kill(i, child, rng.between(200, 1500));
     }
     let after_kills = kafka_log_view(&topic);
     // The last run starts under load; then the workload stops and the run catches up.
