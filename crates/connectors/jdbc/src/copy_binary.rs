@@ -650,9 +650,6 @@ const HEX: [u8; 256] = {
     t
 };
 
-/// Where each byte's two digits start in the canonical form `8-4-4-4-12`.
-const UUID_PAIRS: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
-
 /// 32 hex digits, with or without the hyphens (as `uuid_in` accepts them: no braces).
 fn parse_uuid(s: &str) -> Option<[u8; 16]> {
     let b = s.as_bytes();
@@ -662,7 +659,10 @@ fn parse_uuid(s: &str) -> Option<[u8; 16]> {
     if b.len() == 36 && b[8] == b'-' && b[13] == b'-' && b[18] == b'-' && b[23] == b'-' {
         let mut out = [0u8; 16];
         let mut bad = 0u8;
-        for (o, &at) in out.iter_mut().zip(UUID_PAIRS.iter()) {
+        for (o, &at) in out
+            .iter_mut()
+            .zip(ferry_db::decode::UUID_DIGIT_PLACES.iter())
+        {
             let (hi, lo) = (HEX[b[at] as usize], HEX[b[at + 1] as usize]);
             bad |= hi | lo;
             *o = (hi << 4) | (lo & 0x0f);
